@@ -1,0 +1,41 @@
+"""The doorbell: tells listening streams that the database has something new for them.
+
+The database is the mailbox; a ring only saves the listener a poll. A lost ring costs
+latency, never an entry. Without Redis, a process other than the daemon has no way to
+reach the daemon's in-process layer, so it does not ring: the daemon's watcher notices
+new rows by itself (mcpgate.watcher).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+log = logging.getLogger("salon.doorbell")
+
+# Set by the ASGI application at start-up: this process hosts the streams.
+IN_DAEMON = False
+
+
+def seat_group(seat_id: int) -> str:
+    return f"seat.{seat_id}"
+
+
+def ring(*, entry_id, seat_ids) -> None:
+    if not seat_ids or not (IN_DAEMON or settings.REDIS_URL):
+        return
+    try:
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        message = {"type": "bus.entry", "id": str(entry_id)}
+
+        async def ring_all():
+            for seat_id in seat_ids:
+                await layer.group_send(seat_group(seat_id), message)
+
+        async_to_sync(ring_all)()
+    except Exception:  # a doorbell failure must never fail a send that is committed
+        log.exception("doorbell for entry %s failed; listeners will poll", entry_id)

@@ -1,0 +1,242 @@
+"""The bus's tables. Only bus.services writes them.
+
+Ordering: every entry has a per-room sequence number `seq`, taken from its room's
+counter inside the sending transaction. Taking it locks the room row, so within a room
+seq order is commit order on SQLite and on PostgreSQL alike; cursors are seq values.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from bus.ids import uuid7
+
+
+class RoomQuerySet(models.QuerySet):
+    def visible(self):
+        return self.filter(archived_at__isnull=True)
+
+
+class Room(models.Model):
+    name = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    # The seq of the newest entry; incremented under the row lock by send.
+    last_seq = models.BigIntegerField(default=0)
+
+    objects = RoomQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Agent(models.Model):
+    """A project: `web-app`, or `web-app@macmini` for one seen through a relay."""
+
+    name = models.CharField(max_length=64, unique=True)
+    host = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Seat(models.Model):
+    """One session of an agent on the bus (`web-app#3f9c1a20`), or the bare agent name."""
+
+    # agent (≤ 64) + "#" + a session id that may grow to its full length
+    name = models.CharField(max_length=200, unique=True)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="seats")
+    session_id = models.CharField(max_length=128, blank=True, default="")
+    host = models.CharField(max_length=255, blank=True, default="")
+    remote = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Liveness evidence (§7): a hook/CLI/tool call sets last_seen; an open stream or a
+    # running stdio server keeps pushing live_until a little into the future.
+    last_seen = models.DateTimeField(null=True, blank=True)
+    live_until = models.DateTimeField(null=True, blank=True)
+    last_wrote = models.DateTimeField(null=True, blank=True)
+    quiet = models.BooleanField(default=False)
+    quiet_until = models.DateTimeField(null=True, blank=True)
+    focus_text = models.TextField(blank=True, default="")
+    focus_files = models.JSONField(default=list, blank=True)
+    focus_phase = models.CharField(max_length=16, blank=True, default="")
+    focus_ts = models.DateTimeField(null=True, blank=True)
+    # The Stop hook asks for a focus once ever per seat.
+    focus_asked_at = models.DateTimeField(null=True, blank=True)
+    # The agent's default rooms are added to a seat once, never re-added after a part.
+    defaults_applied = models.BooleanField(default=False)
+    # Counter behind the SSE event ids of this seat's pushes.
+    push_counter = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [
+            # agents: seats of an agent; prune: gone seats by last_seen
+            models.Index(fields=["agent", "name"], name="seat_by_agent"),
+            models.Index(fields=["last_seen"], name="seat_prune_by_last_seen"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A seat in a room, and its cursor there (the seq of the last entry it read).
+
+    Parting sets left_at instead of deleting the row, so an agent's default rooms are
+    never re-added to a seat that left them.
+    """
+
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="memberships")
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="memberships")
+    cursor = models.BigIntegerField(default=0)
+    joined_at = models.DateTimeField(auto_now_add=True)
+    left_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["seat", "room"], name="membership_one_per_seat_room"),
+            models.CheckConstraint(
+                condition=Q(cursor__gte=0), name="membership_cursor_not_negative"
+            ),
+        ]
+        indexes = [
+            # the readers of a room (wake decisions at send time)
+            models.Index(
+                fields=["room", "seat"],
+                name="membership_readers_of_room",
+                condition=Q(left_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"seat {self.seat_id} in room {self.room_id} at {self.cursor}"
+
+
+def _new_entry_id() -> uuid.UUID:
+    return uuid7()
+
+
+class Entry(models.Model):
+    VIA_CHOICES = [("tool", "tool"), ("cli", "cli"), ("notify", "notify"), ("relay", "relay")]
+
+    id = models.UUIDField(primary_key=True, default=_new_entry_id, editable=False)
+    room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="entries")
+    seq = models.BigIntegerField()
+    ts = models.DateTimeField()
+    sender = models.CharField(max_length=200)  # the seat name; kept when the seat is pruned
+    sender_agent = models.CharField(max_length=64)
+    type = models.CharField(max_length=8)
+    to = models.JSONField(default=list, blank=True)
+    re = models.UUIDField(null=True, blank=True)
+    content = models.TextField()
+    meta = models.JSONField(default=dict, blank=True)
+    via = models.CharField(max_length=8, choices=VIA_CHOICES)
+    sender_addr = models.CharField(max_length=64, blank=True, default="")
+    sender_session = models.CharField(max_length=128, blank=True, default="")
+    delivered_to = models.JSONField(default=list, blank=True)
+    delivery_errors = models.JSONField(default=list, blank=True)
+    signature = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["room", "seq"]
+        verbose_name_plural = "entries"
+        constraints = [
+            # also the index behind inbox/peek/history: room = R AND seq > cursor ORDER BY seq
+            models.UniqueConstraint(fields=["room", "seq"], name="entry_room_seq"),
+            models.CheckConstraint(
+                condition=Q(type__in=["QUESTION", "ANSWER", "FACT", "REQUEST"]),
+                name="entry_type_known",
+            ),
+        ]
+        indexes = [
+            # history --from NAME and the admin's source filter
+            models.Index(fields=["sender", "ts"], name="entry_by_sender"),
+            # the admin list: newest first
+            models.Index(fields=["-ts"], name="entry_newest_first"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.sender} in {self.room_id}#{self.seq}"
+
+
+class WakeDecision(models.Model):
+    """The per-seat ledger: one row per entry per seat it was a claim on (woken or quieted).
+
+    `pushed_at` / `announced_at` / `nudged_at` make "at most once per entry" hold across
+    restarts and workers for the stream push, `salon wait` and the Stop hook.
+    """
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="decisions")
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="decisions")
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
+    seq = models.BigIntegerField()  # the entry's seq, so "after the cursor" needs no join
+    woken = models.BooleanField()
+    reason = models.CharField(max_length=16)
+    decided_at = models.DateTimeField()
+    push_seq = models.BigIntegerField(null=True, blank=True)  # SSE event id of the push
+    pushed_at = models.DateTimeField(null=True, blank=True)
+    announced_at = models.DateTimeField(null=True, blank=True)
+    nudged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "seat"], name="wake_one_per_entry_seat"),
+        ]
+        indexes = [
+            # waking entries of a seat after its cursor (stop hook, wait, stream start)
+            models.Index(
+                fields=["seat", "room", "seq"], name="wake_seat_room_seq", condition=Q(woken=True)
+            ),
+            # Last-Event-ID replay: pushes of a seat after an event id
+            models.Index(
+                fields=["seat", "push_seq"],
+                name="wake_seat_push_seq",
+                condition=Q(push_seq__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"entry {self.entry_id} → seat {self.seat_id}: {self.reason}"
+
+
+class Alias(models.Model):
+    """A target alias: `to` names are resolved through these before storage."""
+
+    name = models.CharField(max_length=64, unique=True)
+    real = models.CharField(max_length=64)
+
+    class Meta:
+        verbose_name_plural = "aliases"
+
+    def __str__(self) -> str:
+        return f"{self.name} → {self.real}"
+
+
+class Token(models.Model):
+    """A bearer token for a label, stored as its SHA-256 (the token itself is shown once)."""
+
+    label = models.CharField(max_length=64)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["label"], name="token_active_by_label", condition=Q(revoked_at__isnull=True)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"token for {self.label}"

@@ -1,0 +1,509 @@
+"""Every rule of agent-salon, written once.
+
+Pure functions over plain values: no Django, no database, no clock of their own
+(callers pass ``now``), so the same rule serves ``send``, the push, ``wait``, the
+hooks, the stats and the tests. Datetimes are expected to be timezone-aware (UTC).
+
+Errors are :class:`RuleError` (a ``ValueError``) whose message says what was wrong
+and how to fix it, on one line, and never echoes more than ~64 characters of the
+offending input (it may be hostile).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+TYPES = ("QUESTION", "ANSWER", "FACT", "REQUEST")
+PHASES = ("explore", "plan", "apply", "verify", "blocked")
+LIVE, UNKNOWN, GONE = "live", "unknown", "gone"
+LIVENESS = (LIVE, UNKNOWN, GONE)
+
+LIVE_WINDOW = timedelta(minutes=2)
+UNKNOWN_WINDOW = timedelta(minutes=30)
+STALE_FOCUS = timedelta(hours=4)
+SIBLING_WINDOW = timedelta(minutes=60)
+
+MAX_CONTENT_BYTES = 64 * 1024
+MAX_META_KEYS = 32
+MAX_NAME_CHARS = 64
+# Session ids are UUIDs or our own random ids; 128 leaves room without letting
+# a hostile hook payload grow a seat name without bound.
+MAX_SESSION_CHARS = 128
+
+# Types that are a claim on attention even when broadcast (§5 step 5).
+CLAIM_TYPES = ("QUESTION", "REQUEST")
+# The reasons decide_wake can give, so metrics and tests can enumerate them.
+REASONS = ("sender", "not_addressed", "quiet", "addressed", "reply", "claim", "not_a_claim")
+
+_KIND_TO_TYPE = {
+    "question": "QUESTION",
+    "request": "REQUEST",
+    "reply": "ANSWER",
+    "ack": "ANSWER",
+}
+_NAME_RE = re.compile(r"[A-Za-z0-9._@#-]+")
+_SESSION_RE = re.compile(r"[A-Za-z0-9._-]+")
+_DURATION_RE = re.compile(r"([0-9]+)([smhdw])")
+_DURATION_UNITS = {
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
+# Seat-name growth steps for a colliding session (§1); the full id comes last.
+_SEAT_ID_LENGTHS = (8, 12, 16)
+# Breaks clip() may cut at, and how many of their characters the kept part keeps.
+_SENTENCE_BREAKS = (". ", "! ", "? ", ".\n")
+_CLIP_MIN_SHARE = 0.6
+_CLIP_TAIL = "… +{n} characters — history for the whole entry"
+
+
+class RuleError(ValueError):
+    """A refused input; the message says what was wrong and how to fix it."""
+
+
+def _show(value: object, limit: int = MAX_NAME_CHARS) -> str:
+    """Quote untrusted input for a message: clipped, control characters replaced."""
+    text = value if isinstance(value, str) else repr(value)
+    shown = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return f'"{shown}…"' if len(text) > limit else f'"{shown}"'
+
+
+# --- types, content, meta, phases -------------------------------------------------
+
+
+def normalize_type(value: str) -> str:
+    """Return the stored (upper-case) type; input is case-insensitive."""
+    if isinstance(value, str) and value.strip().upper() in TYPES:
+        return value.strip().upper()
+    raise RuleError(
+        f"unknown entry type {_show(value)}: use one of {', '.join(TYPES)} "
+        "(any case), or leave it out to send a FACT"
+    )
+
+
+def type_from_meta(meta: Mapping[str, object] | None) -> str:
+    """The type of a call that gave none: ``meta["kind"]`` decides, else FACT."""
+    kind = meta.get("kind") if isinstance(meta, Mapping) else None
+    if isinstance(kind, str):
+        return _KIND_TO_TYPE.get(kind.strip().lower(), "FACT")
+    return "FACT"
+
+
+def validate_content(text: object) -> str:
+    """Entry text: a non-blank string of at most 64 KiB of UTF-8. Returned unchanged."""
+    if not isinstance(text, str):
+        raise RuleError(
+            f"content must be text, not {type(text).__name__}: send the message as a string"
+        )
+    if not text.strip():
+        raise RuleError("content is empty: write the message text (it cannot be blank)")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        # A lone surrogate (e.g. a JSON "\ud800") cannot be stored or signed.
+        raise RuleError(
+            "content is not valid UTF-8 text (it holds a lone surrogate): "
+            "remove the broken character and send again"
+        ) from None
+    if size > MAX_CONTENT_BYTES:
+        raise RuleError(
+            f"content is {size} bytes, over the limit of {MAX_CONTENT_BYTES} bytes (64 KiB): "
+            "shorten it, or put the detail in a file and send its path"
+        )
+    return text
+
+
+def validate_meta(meta: object) -> dict[str, object]:
+    """Meta: absent, or a JSON object of at most 32 string keys. Returns a copy."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise RuleError(
+            f"meta must be a JSON object, not {type(meta).__name__}: "
+            'send it as {"key": "value", ...} or leave it out'
+        )
+    bad = [k for k in meta if not isinstance(k, str)]
+    if bad:
+        raise RuleError(
+            f"meta key {_show(bad[0])} is not a string: use text keys only, "
+            'e.g. {"kind": "question"}'
+        )
+    if len(meta) > MAX_META_KEYS:
+        raise RuleError(
+            f"meta has {len(meta)} keys, over the limit of {MAX_META_KEYS}: "
+            "keep fewer keys, or nest the detail under one key"
+        )
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        raise RuleError(
+            "meta is not JSON-serializable: use only strings, numbers, booleans, null, "
+            "lists and objects (no NaN or Infinity)"
+        ) from None
+    return dict(meta)
+
+
+def validate_phase(phase: str) -> str:
+    """A focus phase, lower-cased; anything else is refused listing the five."""
+    if isinstance(phase, str) and phase.strip().lower() in PHASES:
+        return phase.strip().lower()
+    raise RuleError(f"unknown phase {_show(phase)}: use one of {', '.join(PHASES)}")
+
+
+# --- names ------------------------------------------------------------------------
+
+
+def validate_name(value: str, what: str = "room") -> str:
+    """§12: 1 to 64 chars of ``[A-Za-z0-9._@#-]``, no ``..``.
+
+    An agent (or label) name may not hold ``#``: it separates the agent from the
+    session in a seat name, so ``a#b`` would read back as agent ``a``.
+    """
+    rule = f'use 1 to {MAX_NAME_CHARS} characters of letters, digits and . _ @ # - (no "..")'
+    if not isinstance(value, str):
+        raise RuleError(f"{what} name must be text, not {type(value).__name__}: {rule}")
+    if not value:
+        raise RuleError(f"{what} name is empty: {rule}")
+    if len(value) > MAX_NAME_CHARS:
+        raise RuleError(f"{what} name {_show(value)} has {len(value)} characters: {rule}")
+    if not _NAME_RE.fullmatch(value):
+        raise RuleError(f"{what} name {_show(value)} holds a character that is not allowed: {rule}")
+    if ".." in value:
+        raise RuleError(f'{what} name {_show(value)} contains "..": {rule}')
+    if what in ("agent", "label") and "#" in value:
+        raise RuleError(
+            f'{what} name {_show(value)} contains "#", which separates the agent from its '
+            'session in a seat name: drop the "#" (e.g. "web-app")'
+        )
+    return value
+
+
+def _validate_session_id(session_id: str) -> str:
+    if (
+        len(session_id) > MAX_SESSION_CHARS
+        or not _SESSION_RE.fullmatch(session_id)
+        or ".." in session_id
+    ):
+        raise RuleError(
+            f"session id {_show(session_id)} is not usable in a seat name: it must be "
+            f'1 to {MAX_SESSION_CHARS} characters of letters, digits and . _ - (no "..")'
+        )
+    return session_id
+
+
+def parse_aliases(text: str | None) -> dict[str, str]:
+    """``AGENT_SALON_ALIASES``: ``alias:real,alias2:real2``; blank pieces are ignored."""
+    aliases: dict[str, str] = {}
+    for piece in (text or "").split(","):
+        pair = piece.strip()
+        if not pair:
+            continue
+        alias, sep, real = (part.strip() for part in pair.partition(":"))
+        if not sep or not alias or not real or ":" in real:
+            raise RuleError(
+                f"alias pair {_show(pair)} is malformed: write it as alias:real, "
+                "pairs separated by commas (e.g. api:api-service,web:web-app)"
+            )
+        for name in (alias, real):
+            try:
+                validate_name(name, "alias")
+            except RuleError as exc:
+                raise RuleError(f"alias pair {_show(pair)}: {exc}") from None
+        if aliases.get(alias, real) != real:
+            raise RuleError(
+                f"alias {_show(alias)} is given twice with different targets: keep one pair"
+            )
+        aliases[alias] = real
+    return aliases
+
+
+def resolve_aliases(to: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
+    """Replace aliased names by their real name (one step, no chains); keep order, drop dups."""
+    resolved: list[str] = []
+    for name in to:
+        real = aliases.get(name, name)
+        if real not in resolved:
+            resolved.append(real)
+    return resolved
+
+
+def agent_of_seat(seat: str) -> str:
+    """``web-app@macmini#7b02`` → ``web-app@macmini``; a bare agent name is its own agent."""
+    return seat.partition("#")[0]
+
+
+def base_agent(agent: str) -> str:
+    """The agent without its ``@device`` part: ``web-app@macmini`` → ``web-app``."""
+    return agent.partition("@")[0]
+
+
+def seat_name(agent: str, session_id: str | None, holders: Mapping[str, str]) -> str:
+    """§1: ``agent#<first 8 of the session id>``, grown if another session holds it.
+
+    ``holders`` maps existing seat names to the session id holding them. With no
+    session id (cron, a bare shell) the seat is the bare agent name.
+    """
+    if not session_id:
+        return agent
+    _validate_session_id(session_id)
+    for length in _SEAT_ID_LENGTHS:
+        if length >= len(session_id):
+            break
+        name = f"{agent}#{session_id[:length]}"
+        if holders.get(name, session_id) == session_id:
+            return name
+    # The full id is unique to its session, so it never collides.
+    return f"{agent}#{session_id}"
+
+
+def closest_names(name: str, known: Iterable[str], n: int | None = None) -> list[str]:
+    """Every known name, closest to ``name`` first (difflib ratio, ties alphabetical).
+
+    ``n`` caps the list; by default all names are returned (§5 lists every name).
+    """
+    target = name.lower()
+
+    def distance(candidate: str) -> tuple[float, str]:
+        ratio = difflib.SequenceMatcher(None, target, candidate.lower()).ratio()
+        return (-ratio, candidate)
+
+    ranked = sorted(set(known), key=distance)
+    return ranked if n is None else ranked[:n]
+
+
+def unknown_addressee_error(name: str, known: Iterable[str], room: str) -> str:
+    """The refusal for an addressee nobody in the room has ever been called."""
+    names = closest_names(name, known)
+    if names:
+        listing = f"names in this room, closest first: {', '.join(names)}"
+    else:
+        listing = "nobody has been in this room yet"
+    return (
+        f"nobody named {_show(name)} has been in room {_show(room)} ({listing}): "
+        "check the spelling, or have that agent join the room first"
+    )
+
+
+# --- who is woken -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeatFacts:
+    """What wakes() needs to know about a reading seat."""
+
+    seat: str
+    agent: str
+    quiet: bool = False
+    quiet_until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class EntryFacts:
+    """What wakes() needs to know about an entry; ``re_author`` wrote the ``re`` entry."""
+
+    sender_seat: str
+    type: str
+    to: tuple[str, ...] = ()
+    re_author: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    woken: bool
+    reason: str
+
+
+def quiet_active(quiet: bool, quiet_until: datetime | None, now: datetime) -> bool:
+    """The quiet flag is the switch; an expiry at or before ``now`` makes it absent."""
+    if not quiet:
+        return False
+    return quiet_until is None or quiet_until > now
+
+
+def addressed_to(to: Sequence[str], seat: SeatFacts) -> bool:
+    """``to`` names the seat, its agent, or (remote seat) its agent without ``@device``."""
+    names = {seat.seat, seat.agent}
+    if "@" in seat.agent:
+        names.add(base_agent(seat.agent))
+    return any(name in names for name in to)
+
+
+def for_me(to: Sequence[str], seat: SeatFacts) -> bool:
+    """Broadcast, or addressed to this seat."""
+    return not to or addressed_to(to, seat)
+
+
+def decide_wake(entry: EntryFacts, seat: SeatFacts, now: datetime) -> Decision:
+    """§5, in order; the sender seat is never woken by its own entry."""
+    if entry.sender_seat == seat.seat:
+        return Decision(False, "sender")
+    if entry.to and not addressed_to(entry.to, seat):
+        return Decision(False, "not_addressed")
+    if quiet_active(seat.quiet, seat.quiet_until, now):
+        return Decision(False, "quiet")
+    if entry.to:
+        return Decision(True, "addressed")
+    if entry.re_author is not None and entry.re_author == seat.seat:
+        return Decision(True, "reply")
+    if entry.type.upper() in CLAIM_TYPES:
+        return Decision(True, "claim")
+    return Decision(False, "not_a_claim")
+
+
+def wakes(entry: EntryFacts, seat: SeatFacts, now: datetime) -> bool:
+    return decide_wake(entry, seat, now).woken
+
+
+# --- time -------------------------------------------------------------------------
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30s``, ``90m``, ``2h``, ``1d``, ``1w``: a positive whole number and one unit."""
+    match = _DURATION_RE.fullmatch(text.strip().lower()) if isinstance(text, str) else None
+    hint = "use a positive whole number and a unit s, m, h, d or w, e.g. 90m, 2h, 1d"
+    if match is None or int(match.group(1)) == 0:
+        raise RuleError(f"duration {_show(text)} is not understood: {hint}")
+    try:
+        return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    except OverflowError:
+        raise RuleError(f"duration {_show(text)} is too long: {hint}") from None
+
+
+def liveness(last_seen: datetime | None, stream_open: bool, now: datetime) -> str:
+    """§7: ``live`` (stream open or seen in the last 2 min), ``unknown`` (< 30 min), ``gone``."""
+    if stream_open:
+        return LIVE
+    if last_seen is None:
+        return GONE
+    age = now - last_seen
+    if age <= LIVE_WINDOW:
+        return LIVE
+    if age < UNKNOWN_WINDOW:
+        return UNKNOWN
+    return GONE
+
+
+def focus_is_stale(focus_ts: datetime | None, now: datetime) -> bool:
+    """A focus older than 4 hours is reported stale (never dropped); no focus is not stale."""
+    return focus_ts is not None and now - focus_ts > STALE_FOCUS
+
+
+# --- reading ----------------------------------------------------------------------
+
+
+def _last_break(text: str, limit: int) -> int:
+    """Length of the longest prefix (≤ limit) ending at a paragraph or sentence break."""
+    best = 0
+    # A paragraph break is cut before the blank line, so it may start at `limit`.
+    para = text.rfind("\n\n", 0, limit + 2)
+    if para >= 0:
+        best = para
+    for mark in _SENTENCE_BREAKS:
+        # Keep the punctuation; the whitespace after it may fall just past the limit.
+        at = text.rfind(mark, 0, limit + 1)
+        if at >= 0:
+            best = max(best, at + 1)
+    return best
+
+
+def clip(text: str, limit: int) -> tuple[str, int | None]:
+    """§6 inbox clipping: ``(text, None)`` when it fits, else ``(clipped, full length)``."""
+    if limit <= 0 or len(text) <= limit:
+        return text, None
+    cut = _last_break(text, limit)
+    if cut <= _CLIP_MIN_SHARE * limit:
+        # The only break is too early: a hard cut shows more of the entry.
+        cut = limit
+    kept = text[:cut]
+    return f"{kept} {_CLIP_TAIL.format(n=len(text) - cut)}", len(text)
+
+
+def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]) -> int:
+    """§6: a new seat's first cursor in a room.
+
+    It inherits the furthest cursor of the agent's other seats, lowered so that
+    entries its sibling seats wrote in the last SIBLING_WINDOW stay unread. With no
+    earlier seat of the agent, nothing is read (0).
+    """
+    if not sibling_cursors:
+        return 0
+    furthest = max(sibling_cursors)
+    read_recent = [seq for seq in recent_sibling_seqs if seq <= furthest]
+    if read_recent:
+        return max(0, min(read_recent) - 1)
+    return max(0, furthest)
+
+
+# --- what send answers ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AddresseeStatus:
+    """One ``to`` name as send saw it.
+
+    ``quiet_until``/``quiet_forever`` describe an addressee whose seats are all quiet
+    (an expired quiet must already be left out by the caller).
+    """
+
+    name: str
+    live_seats: int
+    quiet_until: datetime | None = None
+    quiet_forever: bool = False
+
+
+def send_notices(
+    *,
+    to_status: Sequence[AddresseeStatus],
+    woken: Sequence[str],
+    other_live_seats: int,
+    type: str,
+    to: Sequence[str],
+    content_length: int,
+    long_chars: int,
+) -> list[str]:
+    """§5 notices: reported to the writer, never enforced. Each is a whole sentence."""
+    notices: list[str] = []
+    for status in to_status:
+        who = _show(status.name)
+        if status.live_seats <= 0:
+            notices.append(
+                f"{who} has no live session: the entry waits in the room and will be read "
+                "when a session of it comes back."
+            )
+        if status.quiet_forever:
+            notices.append(
+                f"{who} is quiet until it turns quiet off: the entry is delivered "
+                "but does not wake it."
+            )
+        elif status.quiet_until is not None:
+            until = status.quiet_until.isoformat(timespec="minutes")
+            notices.append(
+                f"{who} is quiet until {until}: the entry is delivered but does not wake it."
+            )
+    if not woken and other_live_seats > 0:
+        seats = "seat is" if other_live_seats == 1 else "seats are"
+        head = f"This entry wakes nobody, though {other_live_seats} other live {seats} in the room"
+        if to:
+            why = "its addressees are quiet or have no live session"
+        elif type.upper() in CLAIM_TYPES:
+            why = "every other live seat is quiet"
+        else:
+            why = (
+                "it will be read at their next inbox; an errand needs `to` (who should act) "
+                "or the type QUESTION or REQUEST"
+            )
+        notices.append(f"{head}: {why}.")
+    if long_chars > 0 and content_length > long_chars:
+        notices.append(
+            f"This entry is {content_length} characters long (over {long_chars}): every seat "
+            "in the room reads all of it; consider shortening it, or putting the detail "
+            "in a file and sending its path."
+        )
+    return notices

@@ -1,0 +1,874 @@
+"""The bus's operations: the only code that writes bus rows.
+
+Every adapter (the CLI, the MCP tools, the webhook, the hooks) calls these keyword-only
+verbs; the rules they apply live in bus.rules. A business refusal is a RuleError whose
+message says what was wrong and how to fix it. New entries are announced on commit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from bus import doorbell, rules, signing
+from bus.models import Agent, Alias, Entry, Membership, Room, Seat, Token, WakeDecision
+from bus.rules import RuleError
+
+AGENTS_SCHEMA = "salon.agents/1"
+
+
+class UnknownRoom(RuleError):
+    """The room does not exist (or is archived); `rooms` lists those that do."""
+
+    def __init__(self, message: str, rooms: list[str]):
+        super().__init__(message)
+        self.rooms = rooms
+
+
+class UnknownAddressee(RuleError):
+    def __init__(self, message: str, names: list[str]):
+        super().__init__(message)
+        self.names = names
+
+
+class NotAMember(RuleError):
+    pass
+
+
+def now() -> datetime:
+    return timezone.now()
+
+
+def _ms(ts: datetime) -> datetime:
+    return ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+
+
+def iso(ts: datetime | None) -> str | None:
+    return signing.iso_ms(ts) if ts else None
+
+
+# ---------------------------------------------------------------- seats and presence
+
+
+def seat_liveness(seat: Seat, at: datetime | None = None) -> str:
+    at = at or now()
+    return rules.liveness(seat.last_seen, bool(seat.live_until and seat.live_until > at), at)
+
+
+def _seat_facts(seat: Seat) -> rules.SeatFacts:
+    return rules.SeatFacts(
+        seat=seat.name, agent=seat.agent.name, quiet=seat.quiet, quiet_until=seat.quiet_until
+    )
+
+
+def check_in(
+    *,
+    agent: str,
+    session_id: str | None = None,
+    host: str = "",
+    rooms: Sequence[str] | None = None,
+    join_defaults: bool = False,
+    touch: bool = True,
+) -> Seat:
+    """Find or create the seat of (agent, session id) and record a sign of life.
+
+    With join_defaults, a seat new to the bus joins its default rooms once: `rooms`
+    if given, else AGENT_SALON_ROOM, else the rooms its agent's other seats are in,
+    else the default room. A seat that later parts is never re-joined.
+    """
+    agent = rules.validate_name(agent, "agent")
+    at = now()
+    agent_row, _ = Agent.objects.get_or_create(name=agent, defaults={"host": host})
+    prefix = f"{agent}#"
+    if session_id:
+        holders = dict(
+            Seat.objects.filter(name__startswith=prefix).values_list("name", "session_id")
+        )
+        name = rules.seat_name(agent, session_id, holders)
+    else:
+        name = agent
+    try:
+        seat, _ = Seat.objects.select_related("agent").get_or_create(
+            name=name,
+            defaults={
+                "agent": agent_row,
+                "session_id": session_id or "",
+                "host": host,
+                "remote": "@" in agent,
+                "last_seen": at,
+            },
+        )
+    except IntegrityError:  # a concurrent check-in created it first
+        seat = Seat.objects.select_related("agent").get(name=name)
+    if touch:
+        Seat.objects.filter(pk=seat.pk).update(last_seen=at)
+        seat.last_seen = at
+    if join_defaults and not seat.defaults_applied:
+        _join_default_rooms(seat, rooms)
+    return seat
+
+
+def _join_default_rooms(seat: Seat, rooms: Sequence[str] | None) -> None:
+    names = list(rooms or settings.AGENT_ROOMS)
+    if not names:
+        names = list(
+            Membership.objects.filter(
+                seat__agent=seat.agent, left_at__isnull=True, room__archived_at__isnull=True
+            )
+            .exclude(seat=seat)
+            .values_list("room__name", flat=True)
+            .distinct()
+        ) or [settings.DEFAULT_ROOM]
+    for name in names:
+        room = Room.objects.visible().filter(name=name).first()
+        if room is not None:
+            _ensure_membership(seat, room)
+    Seat.objects.filter(pk=seat.pk).update(defaults_applied=True)
+    seat.defaults_applied = True
+
+
+def seat_by_name(name: str) -> Seat | None:
+    return Seat.objects.select_related("agent").filter(name=name).first()
+
+
+def keep_live(*, seat: Seat, seconds: int = 45) -> None:
+    """An open stream or a running stdio server: live for the next `seconds`."""
+    at = now()
+    Seat.objects.filter(pk=seat.pk).update(last_seen=at, live_until=at + timedelta(seconds=seconds))
+
+
+def end_live(*, seat: Seat) -> None:
+    Seat.objects.filter(pk=seat.pk).update(live_until=now())
+
+
+def touch(*, seat: Seat, min_interval: timedelta | None = None) -> bool:
+    """A sign of life; with min_interval, written at most that often. True if written."""
+    at = now()
+    query = Seat.objects.filter(pk=seat.pk)
+    if min_interval:
+        query = query.filter(Q(last_seen__isnull=True) | Q(last_seen__lt=at - min_interval))
+    return bool(query.update(last_seen=at))
+
+
+# ---------------------------------------------------------------- rooms
+
+
+def existing_room_names() -> list[str]:
+    return list(Room.objects.visible().values_list("name", flat=True))
+
+
+def _unknown_room(name: str) -> UnknownRoom:
+    names = existing_room_names()
+    listed = ", ".join(names) or "none yet"
+    return UnknownRoom(
+        f"there is no room {name!r} (rooms: {listed}); create it with "
+        f"`salon rooms --create {name}` or join with create",
+        names,
+    )
+
+
+def get_room(name: str) -> Room:
+    name = rules.validate_name(name, "room")
+    room = Room.objects.visible().filter(name=name).first()
+    if room is None:
+        raise _unknown_room(name)
+    return room
+
+
+def create_room(*, name: str) -> tuple[Room, bool]:
+    name = rules.validate_name(name, "room")
+    existing = Room.objects.filter(name=name).first()
+    if existing is not None:
+        if existing.archived_at:
+            raise RuleError(
+                f"room {name!r} is archived; bring it back with `salon rooms --restore {name}`"
+            )
+        return existing, False
+    try:
+        return Room.objects.create(name=name), True
+    except IntegrityError:
+        return Room.objects.get(name=name), False
+
+
+def _ensure_membership(seat: Seat, room: Room) -> Membership:
+    membership, created = Membership.objects.get_or_create(seat=seat, room=room)
+    if created:
+        membership.cursor = _first_cursor(seat, room)
+        membership.save(update_fields=["cursor"])
+    elif membership.left_at is not None:
+        membership.left_at = None
+        membership.save(update_fields=["left_at"])
+    return membership
+
+
+def _first_cursor(seat: Seat, room: Room) -> int:
+    siblings = Membership.objects.filter(room=room, seat__agent_id=seat.agent_id).exclude(seat=seat)
+    cursors = list(siblings.values_list("cursor", flat=True))
+    recent = []
+    if cursors:
+        since = now() - rules.SIBLING_WINDOW
+        sibling_names = list(siblings.values_list("seat__name", flat=True))
+        recent = list(
+            Entry.objects.filter(room=room, sender__in=sibling_names, ts__gte=since).values_list(
+                "seq", flat=True
+            )
+        )
+    return rules.first_cursor(cursors, recent)
+
+
+def join_room(*, seat: Seat, room: str, create: bool = False) -> dict:
+    if create:
+        room_row, created = create_room(name=room)
+    else:
+        room_row, created = get_room(room), False
+    with transaction.atomic():
+        _ensure_membership(seat, room_row)
+    return {"room": room_row.name, "seat": seat.name, "created": created}
+
+
+def part_room(*, seat: Seat, room: str) -> dict:
+    room_row = get_room(room)
+    updated = Membership.objects.filter(seat=seat, room=room_row, left_at__isnull=True).update(
+        left_at=now()
+    )
+    if not updated:
+        raise NotAMember(f"{seat.name} is not in room {room!r}; nothing to leave")
+    return {"room": room_row.name, "seat": seat.name, "left": True}
+
+
+def seat_rooms(seat: Seat) -> list[str]:
+    return list(
+        Membership.objects.filter(seat=seat, left_at__isnull=True, room__archived_at__isnull=True)
+        .order_by("room__name")
+        .values_list("room__name", flat=True)
+    )
+
+
+def list_rooms(*, archived: bool = False) -> list[dict]:
+    at = now()
+    rooms = Room.objects.filter(archived_at__isnull=not archived).order_by("name")
+    result = []
+    for room in rooms:
+        members = Seat.objects.filter(
+            memberships__room=room, memberships__left_at__isnull=True
+        ).select_related("agent")
+        seats = sorted(s.name for s in members)
+        live = sorted(s.name for s in members if seat_liveness(s, at) == rules.LIVE)
+        result.append(
+            {
+                "room": room.name,
+                "entries": room.last_seq,
+                "seats": seats,
+                "live": live,
+                "archived": iso(room.archived_at),
+            }
+        )
+    return result
+
+
+def archive_room(*, name: str, force: bool = False) -> dict:
+    room = get_room(name)
+    if name == settings.DEFAULT_ROOM:
+        raise RuleError(f"{name!r} is the default room (AGENT_SALON_DEFAULT_ROOM); it stays")
+    at = now()
+    live = [
+        m.seat.name
+        for m in Membership.objects.filter(room=room, left_at__isnull=True).select_related("seat")
+        if seat_liveness(m.seat, at) == rules.LIVE
+    ]
+    if live and not force:
+        raise RuleError(
+            f"room {name!r} has live seats ({', '.join(sorted(live))}); "
+            "archive it anyway with --force"
+        )
+    Room.objects.filter(pk=room.pk).update(archived_at=at)
+    return {"room": name, "archived": iso(at), "entriesKept": room.last_seq}
+
+
+def restore_room(*, name: str) -> dict:
+    name = rules.validate_name(name, "room")
+    updated = Room.objects.filter(name=name, archived_at__isnull=False).update(archived_at=None)
+    if not updated:
+        archived = list(
+            Room.objects.filter(archived_at__isnull=False).values_list("name", flat=True)
+        )
+        raise RuleError(
+            f"there is no archived room {name!r} (archived: {', '.join(archived) or 'none'})"
+        )
+    return {"room": name, "restored": True}
+
+
+# ---------------------------------------------------------------- sending
+
+
+def resolve_aliases(to: Sequence[str]) -> list[str]:
+    aliases = dict(Alias.objects.filter(name__in=list(to)).values_list("name", "real"))
+    aliases.update(settings.ALIASES)
+    return rules.resolve_aliases(to, aliases)
+
+
+def _room_for_send(seat: Seat, room: str | None, to: Sequence[str], create: bool) -> Room:
+    if room:
+        if create:
+            return create_room(name=room)[0]
+        return get_room(room)
+    mine = seat_rooms(seat)
+    if len(mine) == 1:
+        return get_room(mine[0])
+    if not mine:
+        return get_room(settings.DEFAULT_ROOM)
+    hint = ""
+    if to:
+        holding = [
+            r
+            for r in mine
+            if Membership.objects.filter(room__name=r)
+            .filter(Q(seat__name__in=to) | Q(seat__agent__name__in=to))
+            .exists()
+        ]
+        if len(holding) == 1:
+            hint = f"; {', '.join(to)} is only in {holding[0]!r}, so perhaps room={holding[0]}"
+    raise RuleError(f"{seat.name} is in several rooms ({', '.join(mine)}): name the room{hint}")
+
+
+def _known_names(room: Room) -> list[str]:
+    """Every seat and agent name that has ever been in the room (parted ones too)."""
+    names: set[str] = set()
+    for seat_name, agent_name in Membership.objects.filter(room=room).values_list(
+        "seat__name", "seat__agent__name"
+    ):
+        names.update((seat_name, agent_name, rules.base_agent(agent_name)))
+    return sorted(names)
+
+
+def _resolve_re(room: Room, re: str | None) -> Entry | None:
+    if not re:
+        return None
+    text = str(re).strip()
+    try:
+        return Entry.objects.get(room=room, id=UUID(text))
+    except (ValueError, Entry.DoesNotExist):
+        pass
+    # `re` may also name an entry by its timestamp, as printed by inbox and history.
+    try:
+        from django.utils.dateparse import parse_datetime
+
+        ts = parse_datetime(text)
+    except ValueError:
+        ts = None
+    if ts is not None:
+        found = Entry.objects.filter(room=room, ts=ts).order_by("seq").first()
+        if found is not None:
+            return found
+    raise RuleError(
+        f"re={text[:64]!r} names no entry of room {room.name!r}; "
+        "give the id (or ts) of an earlier entry in the same room"
+    )
+
+
+def send_entry(
+    *,
+    seat: Seat,
+    text: str,
+    room: str | None = None,
+    type: str | None = None,
+    to: Iterable[str] = (),
+    re: str | None = None,
+    meta: dict | None = None,
+    via: str = "cli",
+    sender_addr: str = "",
+    sender_session: str = "",
+    create: bool = False,
+) -> dict:
+    """Store one entry and its wake decisions in one transaction; report who it wakes."""
+    content = rules.validate_content(text)
+    meta = rules.validate_meta(meta)
+    for key in ("source", "from", "ts", "id"):
+        meta.pop(key, None)  # the server fills these in; a caller cannot
+    entry_type = rules.normalize_type(type) if type else rules.type_from_meta(meta)
+    names = [rules.validate_name(n.strip(), "addressee") for n in to if n and n.strip()]
+    names = resolve_aliases(names)
+    room_row = _room_for_send(seat, room, names, create)
+    known = _known_names(room_row)
+    for name in names:
+        if name not in known:
+            raise UnknownAddressee(
+                rules.unknown_addressee_error(name, known, room_row.name),
+                rules.closest_names(name, known),
+            )
+    re_entry = _resolve_re(room_row, re)
+
+    with transaction.atomic():
+        locked = Room.objects.select_for_update().get(pk=room_row.pk)
+        seq = locked.last_seq + 1
+        Room.objects.filter(pk=locked.pk).update(last_seq=seq)
+        ts = _ms(now())
+        entry = Entry(
+            room=room_row,
+            seq=seq,
+            ts=ts,
+            sender=seat.name,
+            sender_agent=seat.agent.name,
+            type=entry_type,
+            to=names,
+            re=re_entry.id if re_entry else None,
+            content=content,
+            meta=meta,
+            via=via,
+            sender_addr=sender_addr,
+            sender_session=sender_session,
+        )
+        entry.signature = signing.sign(**_signed_fields(entry, room_row.name))
+        entry.save(force_insert=True)
+        report = _decide_and_record(entry, room_row, seat, re_entry, ts)
+        Seat.objects.filter(pk=seat.pk).update(last_wrote=ts, last_seen=ts)
+        woken_ids = report.pop("_woken_ids")
+        transaction.on_commit(lambda: doorbell.ring(entry_id=entry.id, seat_ids=woken_ids))
+
+    result = {
+        "id": str(entry.id),
+        "ts": iso(ts),
+        "room": room_row.name,
+        "from": seat.name,
+        "type": entry_type,
+        "to": names,
+        "wakes": report["wakes"],
+        "notice": report["notice"],
+    }
+    if not seat.session_id and via == "cli":
+        result["warning"] = (
+            f"no session id: writing as the bare agent name {seat.name!r}, which several "
+            "processes may share; set CLAUDE_CODE_SESSION_ID to write as one seat"
+        )
+    return result
+
+
+def _signed_fields(entry: Entry, room_name: str) -> dict:
+    return {
+        "id": entry.id,
+        "room": room_name,
+        "ts": entry.ts,
+        "sender": entry.sender,
+        "type": entry.type,
+        "to": entry.to,
+        "re": entry.re,
+        "content": entry.content,
+        "meta": entry.meta,
+    }
+
+
+def _decide_and_record(entry: Entry, room: Room, sender: Seat, re_entry, at) -> dict:
+    facts = rules.EntryFacts(
+        sender_seat=sender.name,
+        type=entry.type,
+        to=tuple(entry.to),
+        re_author=re_entry.sender if re_entry else None,
+    )
+    readers = [
+        m.seat
+        for m in Membership.objects.filter(room=room, left_at__isnull=True)
+        .exclude(seat=sender)
+        .select_related("seat__agent")
+    ]
+    decisions, wakes, woken_ids, other_live = [], [], [], 0
+    liveness = {}
+    for reader in readers:
+        liveness[reader.pk] = seat_liveness(reader, at)
+        if liveness[reader.pk] == rules.LIVE:
+            other_live += 1
+        decision = rules.decide_wake(facts, _seat_facts(reader), at)
+        if decision.woken or decision.reason == "quiet":
+            decisions.append(
+                WakeDecision(
+                    entry=entry,
+                    seat=reader,
+                    room=room,
+                    seq=entry.seq,
+                    woken=decision.woken,
+                    reason=decision.reason,
+                    decided_at=at,
+                )
+            )
+        if decision.woken:
+            woken_ids.append(reader.pk)
+            if liveness[reader.pk] != rules.GONE:
+                wakes.append(reader.name)
+    WakeDecision.objects.bulk_create(decisions)
+
+    statuses = []
+    for name in entry.to:
+        matching = [r for r in readers if rules.addressed_to([name], _seat_facts(r))]
+        quiet = [r for r in matching if rules.quiet_active(r.quiet, r.quiet_until, at)]
+        all_quiet = bool(matching) and len(quiet) == len(matching)
+        statuses.append(
+            rules.AddresseeStatus(
+                name=name,
+                live_seats=sum(1 for r in matching if liveness[r.pk] == rules.LIVE),
+                quiet_until=max((r.quiet_until for r in quiet if r.quiet_until), default=None)
+                if all_quiet
+                else None,
+                quiet_forever=all_quiet and any(r.quiet_until is None for r in quiet),
+            )
+        )
+    notices = rules.send_notices(
+        to_status=statuses,
+        woken=sorted(wakes),
+        other_live_seats=other_live,
+        type=entry.type,
+        to=entry.to,
+        content_length=len(entry.content),
+        long_chars=settings.LONG_CHARS,
+    )
+    return {"wakes": sorted(wakes), "notice": notices, "_woken_ids": woken_ids}
+
+
+# ---------------------------------------------------------------- reading
+
+
+def verify_entry(entry: Entry) -> bool:
+    return signing.verify(entry.signature, **_signed_fields(entry, entry.room.name))
+
+
+def entry_dict(entry: Entry, *, seat: Seat | None, woken: bool, clip_limit: int = 0) -> dict:
+    """The wire form of an entry for one reader (forMe / wakes / sibling / tampered)."""
+    facts = _seat_facts(seat) if seat else None
+    content, clipped = entry.content, None
+    if clip_limit and not woken:
+        content, clipped = rules.clip(entry.content, clip_limit)
+    data = {
+        "id": str(entry.id),
+        "room": entry.room.name,
+        "seq": entry.seq,
+        "ts": iso(entry.ts),
+        "from": entry.sender,
+        "type": entry.type,
+        "to": list(entry.to),
+        "re": str(entry.re) if entry.re else None,
+        "content": content,
+        "meta": entry.meta,
+        "via": entry.via,
+        "forMe": rules.for_me(entry.to, facts) if facts else not entry.to,
+        "wakes": woken,
+        "sibling": bool(
+            seat
+            and entry.sender != seat.name
+            and rules.agent_of_seat(entry.sender) == seat.agent.name
+        ),
+        "tampered": not verify_entry(entry),
+    }
+    if clipped is not None:
+        data["clipped"] = clipped
+    return data
+
+
+def _membership(seat: Seat, room: Room) -> Membership:
+    membership = Membership.objects.filter(seat=seat, room=room, left_at__isnull=True).first()
+    if membership is None:
+        raise NotAMember(
+            f"{seat.name} is not in room {room.name!r}; join it first (`salon join {room.name}`)"
+        )
+    return membership
+
+
+def _room_for_read(seat: Seat, room: str | None) -> Room:
+    if room:
+        return get_room(room)
+    mine = seat_rooms(seat)
+    if len(mine) == 1:
+        return get_room(mine[0])
+    if not mine:
+        return get_room(settings.DEFAULT_ROOM)
+    raise RuleError(f"{seat.name} is in several rooms ({', '.join(mine)}): name the room")
+
+
+def _woken_ids(seat: Seat, entries: Sequence[Entry]) -> set:
+    return set(
+        WakeDecision.objects.filter(
+            seat=seat, woken=True, entry__in=[e.id for e in entries]
+        ).values_list("entry_id", flat=True)
+    )
+
+
+def read_inbox(
+    *, seat: Seat, room: str | None = None, limit: int = 20, advance: bool = True
+) -> dict:
+    """Entries by others after this seat's cursor, oldest first; moves the cursor only
+    over the entries returned (advance=False is `peek`). Counts are as of the call."""
+    if limit < 1:
+        raise RuleError("limit must be 1 or more")
+    room_row = _room_for_read(seat, room)
+    with transaction.atomic():
+        membership = _membership(seat, room_row)
+        start = membership.cursor
+        unread = Entry.objects.filter(room=room_row, seq__gt=start).exclude(sender=seat.name)
+        batch = list(unread.select_related("room").order_by("seq")[:limit])
+        counts = _unread_counts(seat, room_row, start, unread)
+        if advance and batch:
+            Membership.objects.filter(pk=membership.pk, cursor__lt=batch[-1].seq).update(
+                cursor=batch[-1].seq
+            )
+    woken = _woken_ids(seat, batch)
+    entries = [
+        entry_dict(e, seat=seat, woken=e.id in woken, clip_limit=settings.INBOX_CHARS)
+        for e in batch
+    ]
+    return {
+        "room": room_row.name,
+        "seat": seat.name,
+        "entries": entries,
+        "more": max(counts["unread"] - len(batch), 0),
+        **counts,
+        "tampered": sum(1 for e in entries if e["tampered"]),
+    }
+
+
+def _unread_counts(seat: Seat, room: Room, cursor: int, unread) -> dict:
+    facts = _seat_facts(seat)
+    tos = list(unread.values_list("to", flat=True))
+    return {
+        "unread": len(tos),
+        "unreadForMe": sum(1 for to in tos if rules.for_me(to, facts)),
+        "unreadWaking": WakeDecision.objects.filter(
+            seat=seat, room=room, woken=True, seq__gt=cursor
+        ).count(),
+    }
+
+
+def unread_counts(*, seat: Seat) -> list[dict]:
+    """Per room of this seat: unread, unreadForMe, unreadWaking (cursor untouched)."""
+    result = []
+    for membership in Membership.objects.filter(
+        seat=seat, left_at__isnull=True, room__archived_at__isnull=True
+    ).select_related("room"):
+        unread = Entry.objects.filter(room=membership.room, seq__gt=membership.cursor).exclude(
+            sender=seat.name
+        )
+        result.append(
+            {
+                "room": membership.room.name,
+                **_unread_counts(seat, membership.room, membership.cursor, unread),
+            }
+        )
+    return sorted(result, key=lambda r: (-r["unreadWaking"], -r["unread"], r["room"]))
+
+
+def mark_unread(*, seat: Seat, room: str, count: int = 1) -> dict:
+    """Move the cursor back over the last `count` entries by others that were read."""
+    if count < 1:
+        raise RuleError("the number of entries to mark unread must be 1 or more")
+    room_row = get_room(room)
+    with transaction.atomic():
+        membership = _membership(seat, room_row)
+        seqs = list(
+            Entry.objects.filter(room=room_row, seq__lte=membership.cursor)
+            .exclude(sender=seat.name)
+            .order_by("-seq")
+            .values_list("seq", flat=True)[:count]
+        )
+        cursor = seqs[-1] - 1 if seqs else membership.cursor
+        Membership.objects.filter(pk=membership.pk).update(cursor=cursor)
+    return {"room": room_row.name, "seat": seat.name, "markedUnread": len(seqs)}
+
+
+def read_history(
+    *, seat: Seat | None, room: str | None = None, limit: int = 20, sender: str | None = None
+) -> dict:
+    """The last `limit` entries including own, oldest first, never clipped; no cursor moves."""
+    if limit < 1:
+        raise RuleError("limit must be 1 or more")
+    room_row = _room_for_read(seat, room) if seat else get_room(room or settings.DEFAULT_ROOM)
+    query = Entry.objects.filter(room=room_row).select_related("room")
+    if sender:
+        sender = rules.validate_name(sender, "sender")
+        query = query.filter(Q(sender=sender) | Q(sender_agent=sender))
+    batch = list(query.order_by("-seq")[:limit])[::-1]
+    woken = _woken_ids(seat, batch) if seat else set()
+    entries = [entry_dict(e, seat=seat, woken=e.id in woken) for e in batch]
+    return {
+        "room": room_row.name,
+        "entries": entries,
+        "tampered": sum(1 for e in entries if e["tampered"]),
+    }
+
+
+# ---------------------------------------------------------------- focus, quiet
+
+
+def _focus_dict(seat: Seat, at: datetime) -> dict | None:
+    if not seat.focus_text:
+        return None
+    return {
+        "text": seat.focus_text,
+        "files": list(seat.focus_files or []),
+        "phase": seat.focus_phase or None,
+        "ts": iso(seat.focus_ts),
+        "stale": rules.focus_is_stale(seat.focus_ts, at),
+    }
+
+
+def declare_focus(
+    *,
+    seat: Seat,
+    text: str | None = None,
+    files: Sequence[str] | None = None,
+    phase: str | None = None,
+) -> dict:
+    """focus: a new sentence (drops the old phase unless one is given), `phase` or `files`
+    alone re-declare the standing sentence, "" clears it, nothing at all reads it back."""
+    at = now()
+    seat.refresh_from_db(fields=["focus_text", "focus_files", "focus_phase", "focus_ts"])
+    if text is None and files is None and phase is None:
+        return {"seat": seat.name, "focus": _focus_dict(seat, at)}
+    phase = rules.validate_phase(phase) if phase else None
+    if text is not None and not text.strip():
+        seat.focus_text, seat.focus_files, seat.focus_phase, seat.focus_ts = "", [], "", None
+    elif text is not None:
+        if len(text) > 500:
+            raise RuleError("a focus is one sentence (at most 500 characters); shorten it")
+        seat.focus_text, seat.focus_files = text.strip(), list(files or [])
+        seat.focus_phase, seat.focus_ts = phase or "", at
+    else:
+        if not seat.focus_text:
+            raise RuleError(
+                'there is no focus to re-declare; give the sentence: focus "what I am on"'
+            )
+        if phase:
+            seat.focus_phase = phase
+        if files is not None:
+            seat.focus_files = list(files)
+        seat.focus_ts = at
+    seat.save(update_fields=["focus_text", "focus_files", "focus_phase", "focus_ts"])
+    return {"seat": seat.name, "focus": _focus_dict(seat, at)}
+
+
+def set_quiet(*, seat: Seat, duration: str | timedelta | None = None, off: bool = False) -> dict:
+    at = now()
+    if off:
+        seat.quiet, seat.quiet_until = False, None
+    else:
+        if isinstance(duration, str):
+            duration = rules.parse_duration(duration)
+        seat.quiet, seat.quiet_until = True, (at + duration if duration else None)
+    seat.save(update_fields=["quiet", "quiet_until"])
+    active = rules.quiet_active(seat.quiet, seat.quiet_until, at)
+    return {"seat": seat.name, "quiet": active, "quietUntil": iso(seat.quiet_until)}
+
+
+# ---------------------------------------------------------------- agents, prune
+
+
+def agents_projection(*, at: datetime | None = None) -> dict:
+    """The `salon.agents/1` contract: exactly these keys, hand-written on purpose."""
+    at = at or now()
+    seats_by_agent: dict[int, list[Seat]] = {}
+    for seat in Seat.objects.select_related("agent").order_by("agent__name", "name"):
+        seats_by_agent.setdefault(seat.agent_id, []).append(seat)
+    rooms_by_seat: dict[int, list[str]] = {}
+    for seat_id, room in Membership.objects.filter(
+        left_at__isnull=True, room__archived_at__isnull=True
+    ).values_list("seat_id", "room__name"):
+        rooms_by_seat.setdefault(seat_id, []).append(room)
+    agents = []
+    for agent in Agent.objects.filter(pk__in=seats_by_agent).order_by("name"):
+        seats = seats_by_agent[agent.pk]
+        seen = [s.last_seen for s in seats if s.last_seen]
+        wrote = [s.last_wrote for s in seats if s.last_wrote]
+        last_seen = max(seen) if seen else None
+        agents.append(
+            {
+                "agent": agent.name,
+                "host": agent.host,
+                "rooms": sorted({r for s in seats for r in rooms_by_seat.get(s.pk, [])}),
+                "lastSeen": iso(last_seen),
+                "silentMinutes": int((at - max(wrote)).total_seconds() // 60) if wrote else None,
+                "seats": [
+                    {
+                        "seat": s.name,
+                        "session": s.session_id or None,
+                        "liveness": seat_liveness(s, at),
+                        "lastSeen": iso(s.last_seen),
+                        "lastWrote": iso(s.last_wrote),
+                        "quiet": rules.quiet_active(s.quiet, s.quiet_until, at),
+                        "quietUntil": iso(s.quiet_until)
+                        if rules.quiet_active(s.quiet, s.quiet_until, at)
+                        else None,
+                        "focus": _focus_dict(s, at),
+                    }
+                    for s in seats
+                ],
+            }
+        )
+    return {"schema": AGENTS_SCHEMA, "generatedAt": iso(at), "agents": agents}
+
+
+def prune(*, days: int = 7, dry_run: bool = False) -> dict:
+    """Forget seats that are gone and silent for `days`; never touches an entry."""
+    if days < 0:
+        raise RuleError("--days must be 0 or more")
+    at = now()
+    cutoff = at - timedelta(days=days)
+    candidates = (
+        Seat.objects.filter(
+            Q(last_seen__isnull=True) | Q(last_seen__lt=cutoff),
+            Q(last_wrote__isnull=True) | Q(last_wrote__lt=cutoff),
+        )
+        .filter(Q(live_until__isnull=True) | Q(live_until__lt=at))
+        .select_related("agent")
+    )
+    names = sorted(s.name for s in candidates if seat_liveness(s, at) == rules.GONE)
+    if not dry_run and names:
+        with transaction.atomic():
+            Seat.objects.filter(name__in=names).delete()
+            Agent.objects.filter(seats__isnull=True).delete()
+    return {"seats": names, "dryRun": dry_run, "days": days}
+
+
+# ---------------------------------------------------------------- tokens
+
+
+def issue_token(*, label: str) -> str:
+    label = rules.validate_name(label, "label")
+    token = "salon_" + secrets.token_urlsafe(32)
+    Token.objects.create(label=label, token_hash=signing.hash_token(token))
+    return token
+
+
+def revoke_tokens(*, label: str) -> int:
+    label = rules.validate_name(label, "label")
+    return Token.objects.filter(label=label, revoked_at__isnull=True).update(revoked_at=now())
+
+
+def list_tokens() -> list[dict]:
+    rows = (
+        Token.objects.filter(revoked_at__isnull=True)
+        .values("label")
+        .annotate(count=Count("id"), newest=Max("created_at"))
+        .order_by("label")
+    )
+    return [{"label": r["label"], "tokens": r["count"], "newest": iso(r["newest"])} for r in rows]
+
+
+def token_problem(*, label: str | None, token: str | None) -> str | None:
+    """None when the caller may proceed; else what is wrong and how to fix it."""
+    active = Token.objects.filter(revoked_at__isnull=True)
+    needed = settings.REQUIRE_TOKENS or (label and active.filter(label=label).exists())
+    if not needed:
+        return None
+    if not token:
+        return (
+            f"label {label!r} needs a bearer token: send 'Authorization: Bearer <token>' "
+            f"(issue one with `salon token issue {label or 'LABEL'}`)"
+        )
+    if not active.filter(label=label, token_hash=signing.hash_token(token)).exists():
+        return (
+            f"the bearer token is not valid for label {label!r}; "
+            f"issue a new one with `salon token issue {label or 'LABEL'}`"
+        )
+    return None

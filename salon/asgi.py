@@ -1,0 +1,25 @@
+"""ASGI entry point: /mcp goes to the MCP consumer, everything else to Django."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
+
+from django.core.asgi import get_asgi_application
+
+django_application = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
+
+from mcpgate.consumers import McpConsumer  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter(
+            [
+                path("mcp", McpConsumer.as_asgi()),
+                re_path(r"", django_application),
+            ]
+        ),
+    }
+)

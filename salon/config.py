@@ -1,0 +1,133 @@
+"""Where agent-salon's settings come from: the environment first, then a KEY=VALUE file.
+
+The file is named by AGENT_SALON_CONFIG. Its rules (SPEC §2): blank lines and `#`
+comments are skipped, a line is split at its first `=`, key and value are trimmed,
+one pair of surrounding double quotes is stripped, and a line without `=` or with
+an empty key is skipped. A variable present in the environment wins over the file,
+even when it is set to the empty string.
+
+Values are parsed strictly: a malformed value raises ConfigError naming the
+variable, so start-up stops instead of silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+# Every variable agent-salon reads; an AGENT_SALON_* name outside this set is a typo.
+KNOWN = {
+    "AGENT_SALON_PORT": "9315",
+    "AGENT_SALON_BIND": "127.0.0.1",
+    "AGENT_SALON_DB": "./agent-salon.db",
+    "AGENT_SALON_ALLOWED_HOSTS": "localhost,127.0.0.1,::1",
+    "AGENT_SALON_ALIASES": "",
+    "AGENT_SALON_CONFIG": "",
+    "AGENT_SALON_SECRET": "",
+    "AGENT_SALON_NAME": "",
+    "AGENT_SALON_ROOM": "",
+    "AGENT_SALON_LONG_CHARS": "1500",
+    "AGENT_SALON_INBOX_CHARS": "1200",
+    "AGENT_SALON_REQUIRE_TOKENS": "0",
+    "AGENT_SALON_SESSION_IDLE": "7d",
+    "AGENT_SALON_DEFAULT_ROOM": "salon",
+    "AGENT_SALON_HEADLESS": "",
+    "AGENT_SALON_DEBUG": "0",
+}
+
+
+class ConfigError(Exception):
+    """A malformed configuration value; the message names the variable and the fix."""
+
+
+def parse_config_text(text: str) -> dict[str, str]:
+    """Parse the KEY=VALUE file format of SPEC §2 into a dict (later lines win)."""
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            continue
+        if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def read_config_file(path: str) -> dict[str, str]:
+    try:
+        return parse_config_text(Path(path).expanduser().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"AGENT_SALON_CONFIG names {path!r}, which does not exist; "
+            "create it or unset AGENT_SALON_CONFIG"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"AGENT_SALON_CONFIG file {path!r} cannot be read: {exc}") from None
+
+
+def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment, with the config file's values under it (environment wins)."""
+    env = dict(os.environ if environ is None else environ)
+    path = env.get("AGENT_SALON_CONFIG", "")
+    if not path:
+        return env
+    return {**read_config_file(path), **env}
+
+
+def unknown_variables(values: Mapping[str, str]) -> list[str]:
+    return sorted(k for k in values if k.startswith("AGENT_SALON_") and k not in KNOWN)
+
+
+def warn_unknown(values: Mapping[str, str], stream=None) -> None:
+    for name in unknown_variables(values):
+        print(
+            f"agent-salon: warning: unknown variable {name} is ignored "
+            f"(known: {', '.join(sorted(KNOWN))})",
+            file=stream or sys.stderr,
+        )
+
+
+class Settings:
+    """Typed, strict reads over the merged environment."""
+
+    def __init__(self, values: Mapping[str, str]):
+        self.values = values
+
+    def raw(self, name: str) -> str:
+        return self.values.get(name, KNOWN.get(name, ""))
+
+    def text(self, name: str) -> str:
+        return self.raw(name).strip()
+
+    def integer(self, name: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+        value = self.text(name) or KNOWN[name]
+        if not re.fullmatch(r"\d+", value):
+            raise ConfigError(
+                f"{name}={value!r} is not a whole number; set it to e.g. {KNOWN[name]}"
+            )
+        number = int(value)
+        if number < minimum or (maximum is not None and number > maximum):
+            upper = f"..{maximum}" if maximum is not None else " or more"
+            raise ConfigError(f"{name}={value!r} is out of range; use {minimum}{upper}")
+        return number
+
+    def port(self, name: str) -> int:
+        return self.integer(name, minimum=1, maximum=65535)
+
+    def flag(self, name: str) -> bool:
+        value = (self.text(name) or KNOWN[name] or "0").lower()
+        if value in ("1", "true", "yes", "on"):
+            return True
+        if value in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}={value!r} is not a flag; use 1 or 0")
+
+    def items(self, name: str) -> list[str]:
+        return [part.strip() for part in self.raw(name).split(",") if part.strip()]

@@ -1,0 +1,121 @@
+"""Helpers for tests that run agent-salon as real processes (CLI, hooks, daphne)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def salon_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """An environment for a real `salon` process on its own SQLite file in data_dir."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENT_SALON_", "CLAUDE_CODE_", "DJANGO_"))
+    }
+    if "DATABASE_URL" in os.environ and "DATABASE_URL" not in extra:
+        env.pop("DATABASE_URL", None)
+    if "REDIS_URL" in os.environ and "REDIS_URL" not in extra:
+        env.pop("REDIS_URL", None)
+    env["AGENT_SALON_DB"] = str(data_dir / "salon.db")
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def salon_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "salon.cli", *args]
+
+
+def run_salon(
+    *args: str, env: dict[str, str], cwd: Path | None = None, stdin: str = "", timeout: float = 60
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        salon_cmd(*args),
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def migrate(env: dict[str, str]) -> None:
+    done = run_salon("migrate", "--verbosity", "0", env=env)
+    assert done.returncode == 0, done.stderr
+
+
+@dataclass
+class Daemon:
+    """A real `salon serve` process on a free loopback port."""
+
+    env: dict[str, str]
+    cwd: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> Daemon:
+        self.log_path = self.cwd / f"daemon-{self.port}.log"
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            salon_cmd("serve", "--port", str(self.port)),
+            env=self.env,
+            cwd=self.cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daemon exited early:\n{self.log()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"daemon did not answer /healthz in {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 15) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else None
+        self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+def parse_json(text: str):
+    return json.loads(text)
