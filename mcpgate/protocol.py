@@ -1,0 +1,741 @@
+"""JSON-RPC 2.0 and MCP (Streamable HTTP) message layer: pure, standard library only.
+
+Both the Channels consumer and the stdio loop call these functions, so every
+refusal is a :class:`ProtocolError` that carries the HTTP status *and* the
+JSON-RPC error; the stdio loop simply ignores the status.
+
+Decisions where the MCP spec is silent or loose (see SPEC.md §9):
+
+* One message per POST. Batches were removed from MCP in 2025-06-18; we refuse
+  them for every version rather than half-support them.
+* A missing ``Accept`` header is refused (406): the spec says the client MUST
+  list both media types, and the official SDKs refuse it too.
+* A leading UTF-8 byte-order mark is tolerated (RFC 8259 allows ignoring it).
+* ``NaN``/``Infinity`` literals are not JSON and are refused as parse errors.
+* An integer argument must be a JSON integer: ``20.0`` is refused, so a tool
+  never receives a float where it slices or counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, NoReturn
+
+SUPPORTED_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+LATEST_VERSION = "2025-11-25"
+# The stateless protocol newer clients try first; we must refuse it so they fall
+# back to the initialize handshake (channels need a session).
+STATELESS_PROBE_VERSION = "2026-07-28"
+STATELESS_PROBE_METHOD = "server/discover"
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+# Only bodies with a \uD8xx-\uDFxx escape can decode to a lone surrogate, which no
+# UTF-8 encoder (database, SSE stream) accepts later.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+SERVER_NAME = "agent-salon"
+CHANNEL_METHOD = "notifications/claude/channel"
+PROGRESS_METHOD = "notifications/progress"
+
+# Header names as the consumer must look them up (lower-case, as ASGI delivers them).
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+LAST_EVENT_ID_HEADER = "last-event-id"
+
+JsonId = str | int
+
+
+class ProtocolError(Exception):
+    """A refusal: the HTTP status to answer with and the JSON-RPC error to put in the body."""
+
+    def __init__(
+        self,
+        status: int,
+        code: int,
+        message: str,
+        id: JsonId | None = None,
+        data: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.id = id
+        self.data = data
+
+    def body(self) -> dict[str, Any]:
+        return error_message(self.id, self.code, self.message, self.data)
+
+    def __repr__(self) -> str:
+        return f"ProtocolError({self.status}, {self.code}, {self.message!r}, id={self.id!r})"
+
+
+def http_error(
+    status: int,
+    message: str,
+    code: int = INVALID_REQUEST,
+    id: JsonId | None = None,
+) -> ProtocolError:
+    """Shorthand for transport refusals (400 no session, 403 host/token, 404 unknown session…)."""
+    return ProtocolError(status, code, message, id)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: JsonId
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A client's reply to a request the server sent (answered with 202, nothing else)."""
+
+    id: JsonId | None
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+Message = Request | Notification | Response
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _json_kind(value: object) -> str:
+    """How a JSON value reads in an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _is_json_id(value: object) -> bool:
+    # bool is an int subclass in Python, but `true` is not a valid id.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise _NotJson(f"{name} is not valid JSON")
+
+
+def parse_body(body: bytes) -> Message:
+    """Parse one JSON-RPC 2.0 message (a POST body or a stdio line)."""
+    if len(body) > MAX_BODY_BYTES:
+        raise ProtocolError(
+            413,
+            INVALID_REQUEST,
+            f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES} bytes (4 MiB): "
+            "send a smaller message",
+        )
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(
+            400,
+            PARSE_ERROR,
+            f"request body is not valid UTF-8 (bad byte at offset {exc.start}): "
+            "send the JSON-RPC message as UTF-8 JSON",
+        ) from None
+    if not text.strip():
+        raise ProtocolError(
+            400, PARSE_ERROR, "request body is empty: send one JSON-RPC 2.0 message as JSON"
+        )
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(
+            400,
+            PARSE_ERROR,
+            f"request body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+            "send one JSON-RPC 2.0 message as JSON",
+        ) from None
+    except _NotJson as exc:
+        raise ProtocolError(
+            400,
+            PARSE_ERROR,
+            f"request body is not valid JSON ({exc}): send one JSON-RPC 2.0 message as JSON",
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        # An integer too long to convert, or nesting deep enough to exhaust the
+        # parser's stack: malformed input, never a 500.
+        reason = "a number is too long" if isinstance(exc, ValueError) else "nested too deeply"
+        raise ProtocolError(
+            400,
+            PARSE_ERROR,
+            f"request body is not valid JSON ({reason}): send one JSON-RPC 2.0 message as JSON",
+        ) from None
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(data):
+        raise ProtocolError(
+            400,
+            PARSE_ERROR,
+            "request body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff without "
+            "its pair): send valid Unicode text",
+        )
+    return parse_message(data)
+
+
+def _has_lone_surrogate(data: object) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def parse_message(data: object) -> Message:
+    """Classify an already-decoded JSON value as a request, notification or response."""
+    if isinstance(data, list):
+        raise ProtocolError(
+            400,
+            INVALID_REQUEST,
+            "JSON-RPC batches (arrays) are not accepted: send one JSON-RPC message per request",
+        )
+    if not isinstance(data, dict):
+        raise ProtocolError(
+            400,
+            INVALID_REQUEST,
+            f"a JSON-RPC message must be a JSON object, got {_json_kind(data)}: "
+            'send {"jsonrpc": "2.0", "method": ..., "id": ...}',
+        )
+    raw_id = data.get("id")
+    # Echo the caller's id in the error when it is usable, so it can match the reply.
+    reply_id = raw_id if _is_json_id(raw_id) else None
+
+    def invalid(message: str) -> ProtocolError:
+        return ProtocolError(400, INVALID_REQUEST, message, reply_id)
+
+    if data.get("jsonrpc") != "2.0":
+        got = _got(data["jsonrpc"]) if "jsonrpc" in data else "nothing"
+        raise invalid(f'"jsonrpc" must be the string "2.0" (got {got}): add "jsonrpc": "2.0"')
+
+    if "method" in data:
+        if "result" in data or "error" in data:
+            raise invalid(
+                'a message carries either "method" (request/notification) or "result"/"error" '
+                "(response), never both"
+            )
+        method = data["method"]
+        if not isinstance(method, str) or not method:
+            raise invalid(f'"method" must be a non-empty string, got {_json_kind(method)}')
+        params = data.get("params", {})
+        if not isinstance(params, dict):
+            raise invalid(
+                f'"params" must be an object, got {_json_kind(params)}: '
+                "send named parameters as an object, or leave params out"
+            )
+        if "id" not in data:
+            return Notification(method=method, params=params)
+        if not _is_json_id(raw_id):
+            raise invalid(
+                f'a request "id" must be a string or an integer, got {_json_kind(raw_id)}: '
+                'use a notification (no "id") if you expect no answer'
+            )
+        return Request(id=raw_id, method=method, params=params)
+
+    if "result" in data or "error" in data:
+        if "result" in data and "error" in data:
+            raise invalid('a response carries "result" or "error", not both')
+        error = data.get("error")
+        if "error" in data and not isinstance(error, dict):
+            raise invalid(f'a response "error" must be an object, got {_json_kind(error)}')
+        # JSON-RPC lets an error response have a null id (the request was unreadable).
+        id_ok = _is_json_id(raw_id) or (raw_id is None and "error" in data and "id" in data)
+        if not id_ok:
+            got = _json_kind(raw_id) if "id" in data else "nothing"
+            raise invalid(f'a response "id" must be a string or an integer, got {got}')
+        return Response(id=raw_id, result=data.get("result"), error=error)
+
+    raise invalid(
+        'a JSON-RPC message needs a "method" (request or notification) '
+        'or a "result"/"error" (response)'
+    )
+
+
+# ---------------------------------------------------------------- headers
+
+
+def _media_ranges(accept: str) -> list[tuple[str, str, float]]:
+    """Parse an Accept header into (type, subtype, q) triples, lower-cased."""
+    ranges: list[tuple[str, str, float]] = []
+    for part in accept.split(","):
+        pieces = [p.strip() for p in part.split(";")]
+        media = pieces[0].lower()
+        if "/" not in media:
+            continue
+        main, _, sub = media.partition("/")
+        q = 1.0
+        for param in pieces[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = 1.0  # a garbled q is not a refusal
+                if math.isnan(q):
+                    q = 1.0
+        ranges.append((main.strip(), sub.strip(), q))
+    return ranges
+
+
+def _accepts(accept: str | None, media_type: str) -> bool:
+    """Whether `accept` allows `media_type`: the most specific matching range decides."""
+    if not accept:
+        return False
+    want_main, want_sub = media_type.split("/")
+    best_rank = -1
+    best_q = 0.0
+    for main, sub, q in _media_ranges(accept):
+        if main == want_main and sub == want_sub:
+            rank = 2
+        elif main == want_main and sub == "*":
+            rank = 1
+        elif main == "*" and sub == "*":
+            rank = 0
+        else:
+            continue
+        # Most specific wins; among equals the highest q (RFC 9110 §12.5.1).
+        if rank > best_rank or (rank == best_rank and q > best_q):
+            best_rank, best_q = rank, q
+    return best_rank >= 0 and best_q > 0
+
+
+def accepts_event_stream(accept: str | None) -> bool:
+    """For GET: False means answer 406."""
+    return _accepts(accept, "text/event-stream")
+
+
+def check_post_headers(headers: Mapping[str, str]) -> None:
+    """Accept (406) then Content-Type (415) of a POST; header names are lower-case."""
+    accept = headers.get("accept")
+    if not (_accepts(accept, "application/json") and _accepts(accept, "text/event-stream")):
+        raise ProtocolError(
+            406,
+            INVALID_REQUEST,
+            f"Accept must allow both application/json and text/event-stream (got {accept!r}): "
+            "send 'Accept: application/json, text/event-stream'",
+        )
+    content_type = headers.get("content-type")
+    main, *params = (content_type or "").split(";")
+    if main.strip().lower() != "application/json":
+        raise ProtocolError(
+            415,
+            INVALID_REQUEST,
+            f"Content-Type must be application/json (got {content_type!r}): "
+            "send the JSON-RPC message with 'Content-Type: application/json'",
+        )
+    for param in params:
+        name, _, value = param.partition("=")
+        charset = value.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
+            # We decode as UTF-8 whatever is declared; refuse rather than mis-read.
+            raise ProtocolError(
+                415,
+                INVALID_REQUEST,
+                f"charset {charset!r} is not supported: MCP messages are UTF-8; "
+                "send 'Content-Type: application/json' (or charset=utf-8)",
+            )
+
+
+def is_stateless_probe(headers: Mapping[str, str], message: Message | None) -> bool:
+    """A client speaking the stateless 2026-07-28 protocol: refuse (400/-32600) so it falls back."""
+    if (headers.get(VERSION_HEADER) or "").strip() == STATELESS_PROBE_VERSION:
+        return True
+    return (
+        isinstance(message, Request | Notification)
+        and message.method == STATELESS_PROBE_METHOD
+        and not headers.get(SESSION_HEADER)
+    )
+
+
+def stateless_probe_refusal(id: JsonId | None = None) -> ProtocolError:
+    """The 400 that sends a stateless-protocol client back to the initialize handshake."""
+    return ProtocolError(
+        400,
+        INVALID_REQUEST,
+        f"protocol {STATELESS_PROBE_VERSION} (stateless) is not supported: this server needs "
+        f"a session; send initialize with one of {', '.join(SUPPORTED_VERSIONS)}",
+        id,
+    )
+
+
+def negotiate_version(requested: object) -> str:
+    """The client's version if we speak it, else our latest (the spec's negotiation rule)."""
+    if isinstance(requested, str) and requested in SUPPORTED_VERSIONS:
+        return requested
+    return LATEST_VERSION
+
+
+def check_protocol_version_header(value: str | None) -> None:
+    """After initialize: an absent header is fine (spec: assume the negotiated one)."""
+    if value is None:
+        return
+    if value.strip() in SUPPORTED_VERSIONS:
+        return
+    raise ProtocolError(
+        400,
+        INVALID_REQUEST,
+        f"unsupported MCP-Protocol-Version {value!r}: supported are "
+        f"{', '.join(SUPPORTED_VERSIONS)}; send the version negotiated at initialize",
+    )
+
+
+# ---------------------------------------------------------------- building messages
+
+
+def initialize_result(*, version: str, instructions: str, server_version: str) -> dict[str, Any]:
+    return {
+        "protocolVersion": version,
+        # claude/channel is what makes Claude Code listen for our channel pushes.
+        "capabilities": {"tools": {}, "experimental": {"claude/channel": {}}},
+        "serverInfo": {"name": SERVER_NAME, "version": server_version},
+        "instructions": instructions,
+    }
+
+
+def result_message(id: JsonId | None, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "result": result}
+
+
+def error_message(
+    id: JsonId | None,
+    code: int,
+    message: str,
+    data: object = None,
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": id, "error": error}
+
+
+def tool_result(
+    structured: dict[str, Any] | list[Any],
+    *,
+    is_error: bool = False,
+    text: str | None = None,
+) -> dict[str, Any]:
+    """A tools/call result: JSON text for older clients plus structuredContent.
+
+    structuredContent must be an object, so a list is wrapped as {"items": [...]};
+    the text is the JSON of exactly that object, as the spec asks.
+    """
+    content = structured if isinstance(structured, dict) else {"items": structured}
+    if text is None:
+        text = json.dumps(content, ensure_ascii=False)
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": content,
+        "isError": is_error,
+    }
+
+
+def tool_error(message: str) -> dict[str, Any]:
+    """A business error the model can read and act on (not a JSON-RPC error)."""
+    return tool_result({"error": message}, is_error=True, text=message)
+
+
+def progress_notification(
+    token: JsonId,
+    progress: float,
+    message: str | None = None,
+    *,
+    total: float | None = None,
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = total
+    if message is not None:
+        params["message"] = message
+    return {"jsonrpc": "2.0", "method": PROGRESS_METHOD, "params": params}
+
+
+def progress_token(params: Mapping[str, Any]) -> JsonId | None:
+    """The request's params._meta.progressToken, if it is a usable token."""
+    meta = params.get("_meta")
+    if not isinstance(meta, Mapping):
+        return None
+    token = meta.get("progressToken")
+    return token if _is_json_id(token) else None
+
+
+_LINE_BREAKS_JSON_LEAVES_RAW = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def encode_message(message: Mapping[str, Any]) -> bytes:
+    """Compact UTF-8 JSON on one line: a JSON response body or a stdio line (add b"\\n")."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    # Python's str.splitlines() (and so httpx's line reader, under older SSE clients)
+    # also breaks at NEL, LS and PS; JSON lets us escape them, so a message stays one line.
+    text = text.translate(_LINE_BREAKS_JSON_LEAVES_RAW)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate cannot be UTF-8; \u-escaped ASCII JSON still carries it.
+        return json.dumps(message, separators=(",", ":")).encode("ascii")
+
+
+# ---------------------------------------------------------------- channel push
+
+
+def sanitize_meta_key(key: str) -> str:
+    """Make a key Claude Code keeps: [A-Za-z_][A-Za-z0-9_]* (it drops the event otherwise)."""
+    # ASCII only on purpose: str.isalnum() would let 'é' through.
+    chars = [
+        c if c == "_" or ("a" <= c <= "z") or ("A" <= c <= "Z") or ("0" <= c <= "9") else "_"
+        for c in str(key)
+    ]
+    cleaned = "".join(chars)
+    if not cleaned or cleaned[0].isdigit():
+        cleaned = "_" + cleaned
+    return cleaned
+
+
+def _meta_value(value: object) -> str:
+    """Every meta value as a string: Claude Code drops events with any other kind."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    # UUID, Decimal, …: their plain text, not a quoted JSON string.
+    return str(value)
+
+
+def channel_notification(content: str, meta: Mapping[str, object]) -> dict[str, Any]:
+    """The push Claude Code shows as a <channel> tag.
+
+    Empty values are left out (a key with no value says nothing). When two keys
+    sanitize to the same name the later one gets a numeric suffix, so no value
+    is silently lost.
+    """
+    clean: dict[str, str] = {}
+    for key, value in meta.items():
+        if value is None:
+            continue
+        text = _meta_value(value)
+        if text == "":
+            continue
+        name = sanitize_meta_key(key)
+        if name in clean:
+            n = 2
+            while f"{name}_{n}" in clean:
+                n += 1
+            name = f"{name}_{n}"
+        clean[name] = text
+    return {
+        "jsonrpc": "2.0",
+        "method": CHANNEL_METHOD,
+        "params": {"content": content, "meta": clean},
+    }
+
+
+# ---------------------------------------------------------------- server-sent events
+
+
+def sse_event(message: Mapping[str, Any], event_id: str | None = None) -> bytes:
+    """One SSE event. `event: message` because Claude Code ignores any other event name."""
+    lines = []
+    if event_id is not None:
+        if any(c in event_id for c in "\r\n\0"):
+            # A line break would end the field early; NUL makes clients ignore the id.
+            raise ValueError(f"an SSE event id cannot contain CR, LF or NUL: {event_id!r}")
+        lines.append(f"id: {event_id}")
+    lines.append("event: message")
+    head = ("\n".join(lines) + "\ndata: ").encode("utf-8")
+    # json.dumps escapes \n and \r inside strings, so data is always one line.
+    return head + encode_message(message) + b"\n\n"
+
+
+def sse_comment(text: str = "") -> bytes:
+    """A comment line (clients ignore it): keeps proxies and fetch() from timing out."""
+    if not text:
+        return b":\n\n"
+    return "".join(f": {line}\n" for line in text.splitlines()).encode("utf-8") + b"\n"
+
+
+# ---------------------------------------------------------------- argument validation
+
+
+_TYPE_WORDS = {
+    "object": "an object",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "an array",
+    "null": "null",
+}
+
+
+def _is_type(value: object, name: str) -> bool:
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "string":
+        return isinstance(value, str)
+    if name == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if name == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "array":
+        return isinstance(value, list)
+    if name == "null":
+        return value is None
+    return True  # a keyword we do not know constrains nothing
+
+
+def _same(a: object, b: object) -> bool:
+    # Python says True == 1; JSON does not.
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+def _show(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _got(value: object) -> str:
+    shown = f"'{value}'" if isinstance(value, str) else json.dumps(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def _subject(path: str) -> str:
+    return f"'{path}'" if path else "arguments"
+
+
+def _plural(n: object, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def validate_arguments(schema: Mapping[str, Any], args: object) -> list[str]:
+    """Check tool arguments against our small JSON-schema subset.
+
+    Returns one human message per problem, naming the argument; [] means valid.
+    Absent arguments (None) count as {}: clients omit them for tools without any.
+    """
+    problems: list[str] = []
+    _check(schema, {} if args is None else args, "", problems)
+    return problems
+
+
+def _check(schema: Mapping[str, Any], value: object, path: str, problems: list[str]) -> None:
+    expected = schema.get("type")
+    if expected is not None:
+        names = [expected] if isinstance(expected, str) else list(expected)
+        if not any(_is_type(value, n) for n in names):
+            words = " or ".join(_TYPE_WORDS.get(n, n) for n in names)
+            problems.append(f"{_subject(path)} must be {words}")
+            return  # further checks on a value of the wrong type only add noise
+
+    if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
+        choices = ", ".join(_show(e) for e in schema["enum"])
+        problems.append(f"{_subject(path)} must be one of {choices} (got {_got(value)})")
+        return
+
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            problems.append(
+                f"{_subject(path)} must be at least "
+                f"{_plural(schema['minLength'], 'character')} long"
+            )
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(
+                f"{_subject(path)} must be at most "
+                f"{_plural(schema['maxLength'], 'character')} long (got {len(value)})"
+            )
+
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            problems.append(f"{_subject(path)} must be at least {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            problems.append(f"{_subject(path)} must be at most {schema['maximum']}")
+
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            problems.append(
+                f"{_subject(path)} must have at least {_plural(schema['minItems'], 'item')}"
+            )
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            problems.append(
+                f"{_subject(path)} must have at most {_plural(schema['maxItems'], 'item')}"
+            )
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for i, item in enumerate(value):
+                _check(items, item, f"{path}[{i}]", problems)
+
+    if isinstance(value, dict):
+        _check_object(schema, value, path, problems)
+
+
+def _check_object(
+    schema: Mapping[str, Any], value: dict[str, Any], path: str, problems: list[str]
+) -> None:
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    extra = schema.get("additionalProperties", True)
+
+    def child(key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    for key in value:
+        if key in properties:
+            continue
+        if extra is False:
+            if properties:
+                allowed = "allowed: " + ", ".join(properties)
+            elif path:
+                allowed = f"'{path}' takes no keys"
+            else:
+                allowed = "this tool takes no arguments"
+            problems.append(f"unknown argument '{child(key)}' — {allowed}")
+        elif isinstance(extra, Mapping):
+            _check(extra, value[key], child(key), problems)
+
+    for key in schema.get("required", ()):
+        if key not in value:
+            problems.append(f"missing required argument '{child(key)}'")
+
+    for key, sub in properties.items():
+        if key in value and isinstance(sub, Mapping):
+            _check(sub, value[key], child(key), problems)
