@@ -9,6 +9,7 @@ new rows by itself (mcpgate.watcher).
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 from django.conf import settings
 
@@ -16,6 +17,22 @@ log = logging.getLogger("salon.doorbell")
 
 # Set by the ASGI application at start-up: this process hosts the streams.
 IN_DAEMON = False
+
+# Entries this process rang itself, so the watcher does not ring them a second time.
+_recent: deque[str] = deque(maxlen=4096)
+_recent_set: set[str] = set()
+
+
+def _remember(entry_id) -> None:
+    key = str(entry_id).replace("-", "")
+    if len(_recent) == _recent.maxlen:
+        _recent_set.discard(_recent[0])
+    _recent.append(key)
+    _recent_set.add(key)
+
+
+def recently_rung(entry_id) -> bool:
+    return str(entry_id).replace("-", "") in _recent_set
 
 
 def seat_group(seat_id: int) -> str:
@@ -29,6 +46,7 @@ def ring(*, entry_id, seat_ids) -> None:
         from asgiref.sync import async_to_sync
         from channels.layers import get_channel_layer
 
+        _remember(entry_id)
         layer = get_channel_layer()
         message = {"type": "bus.entry", "id": str(entry_id)}
 

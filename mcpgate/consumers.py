@@ -1,13 +1,459 @@
-"""The /mcp endpoint (placeholder until the Streamable HTTP consumer lands)."""
+"""/mcp: the MCP Streamable HTTP endpoint as a Channels consumer (SPEC §9).
 
-import json
+POST carries one JSON-RPC message; GET opens the session's event stream, on which
+waking entries are pushed as notifications/claude/channel; DELETE ends the session.
+The database is the mailbox: a stream subscribes to its seat's doorbell group first,
+then pushes from the ledger, and re-reads the ledger on every ring.
+"""
 
-from channels.generic.http import AsyncHttpConsumer
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from urllib.parse import parse_qs, urlsplit
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from bus import doorbell, rules, services
+from bus.rules import RuleError
+from mcpgate import delivery, protocol, sessions, tools, watcher
+from mcpgate.protocol import ProtocolError
+from mcpgate.streaming import StreamingHttpConsumer
+from salon import metrics
+
+log = logging.getLogger("salon.mcp")
+
+KEEPALIVE_SECONDS = 15
+PROGRESS_SECONDS = 30
+INITIAL_PUSH_LIMIT = 20
+JSON = (b"content-type", b"application/json")
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
-class McpConsumer(AsyncHttpConsumer):
-    async def handle(self, body: bytes) -> None:
-        payload = {"error": "the MCP endpoint is not implemented in this build yet"}
-        await self.send_response(
-            501, json.dumps(payload).encode(), headers=[(b"Content-Type", b"application/json")]
+def session_group(session_id: str) -> str:
+    return f"mcpsession.{session_id}"
+
+
+def _bare_host(value: str) -> str:
+    """'example.org:9315' → 'example.org'; '[::1]:9315' → '::1'; a bare IPv6 stays."""
+    if value.startswith("["):
+        end = value.find("]")
+        return value[1:end] if end > 0 else value
+    return value.split(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _host_allowed(value: str, allowed: list[str]) -> bool:
+    value = value.strip().lower()
+    return value in allowed or _bare_host(value) in allowed
+
+
+class McpConsumer(StreamingHttpConsumer):
+    max_body = protocol.MAX_BODY_BYTES
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.session = None
+        self.seat = None
+        self.stream_token = ""
+        self.live_until = None
+        self.streaming = False
+        self.waiter: asyncio.Event | None = None
+        self.push_lock = asyncio.Lock()
+        self.push_again = False
+
+    # ------------------------------------------------------------------ entry
+
+    async def handle(self, body: bytes, *, too_large: bool) -> None:
+        watcher.ensure_started()
+        started = time.perf_counter()
+        self.headers = self._headers()
+        self.query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        method = self.scope["method"]
+        try:
+            self.check_host_and_origin()
+            if method == "POST":
+                await self.post(body, too_large)
+            elif method == "GET":
+                await self.get()
+            elif method == "DELETE":
+                await self.delete()
+            else:
+                await self.send_response(405, b"", headers=[(b"allow", b"GET, POST, DELETE")])
+        except ProtocolError as exc:
+            await self.reply(exc.status, exc.body())
+        except RuleError as exc:
+            await self.reply(400, protocol.error_message(None, protocol.INVALID_PARAMS, str(exc)))
+        finally:
+            metrics.observe(
+                "salon_request_duration_seconds", time.perf_counter() - started, path="/mcp"
+            )
+
+    def _headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        for name, value in self.scope.get("headers", []):
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        return headers
+
+    def check_host_and_origin(self) -> None:
+        allowed = [h.lower() for h in settings.MCP_ALLOWED_HOSTS]
+        host = self.headers.get("host", "")
+        if host and not _host_allowed(host, allowed):
+            raise protocol.http_error(
+                403, f"Host {host[:100]!r} is not allowed; add it to AGENT_SALON_ALLOWED_HOSTS"
+            )
+        origin = self.headers.get("origin")
+        if origin and origin != "null":
+            netloc = urlsplit(origin).netloc
+            if not netloc or not _host_allowed(netloc, allowed):
+                raise protocol.http_error(
+                    403,
+                    f"Origin {origin[:100]!r} is not allowed; add its host to "
+                    "AGENT_SALON_ALLOWED_HOSTS",
+                )
+        elif origin == "null":
+            raise protocol.http_error(403, "Origin 'null' is not allowed")
+
+    async def reply(self, status: int, message: dict | None, headers=()) -> None:
+        body = protocol.encode_message(message) if message is not None else b""
+        extra = [JSON] if message is not None else []
+        await self.send_response(status, body, headers=[*extra, *headers])
+
+    def base_url(self) -> str:
+        host = self.headers.get("host") or f"{settings.BIND}:{settings.PORT}"
+        return f"http://{host}"
+
+    def _token(self) -> str | None:
+        auth = self.headers.get("authorization", "")
+        return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+    async def check_token(self, label: str | None) -> None:
+        problem = await database_sync_to_async(services.token_problem)(
+            label=label, token=self._token()
         )
+        if problem:
+            # 403, not 401: a 401 sends Claude Code into OAuth discovery.
+            raise protocol.http_error(403, problem)
+
+    async def load_session(self):
+        session_id = self.headers.get(protocol.SESSION_HEADER)
+        if not session_id:
+            raise protocol.http_error(
+                400, "missing Mcp-Session-Id header: send initialize first to get a session"
+            )
+        session = await database_sync_to_async(sessions.load_session)(session_id)
+        if session is None:
+            raise protocol.http_error(
+                404, "unknown or ended session: send initialize again for a new one"
+            )
+        await self.check_token(session.label or None)
+        self.session = session
+        return session
+
+    # ------------------------------------------------------------------ POST
+
+    async def post(self, body: bytes, too_large: bool) -> None:
+        if too_large:
+            raise protocol.http_error(413, "the request body is over 4 MiB; send less")
+        if protocol.is_stateless_probe(self.headers, None):
+            raise protocol.stateless_probe_refusal()
+        protocol.check_post_headers(self.headers)
+        message = protocol.parse_body(body)
+        if protocol.is_stateless_probe(self.headers, message) and not self.headers.get(
+            protocol.SESSION_HEADER
+        ):
+            raise protocol.stateless_probe_refusal(getattr(message, "id", None))
+        if isinstance(message, protocol.Request) and message.method == "initialize":
+            await self.initialize(message)
+            return
+        session = await self.load_session()
+        protocol.check_protocol_version_header(self.headers.get(protocol.VERSION_HEADER))
+        if not isinstance(message, protocol.Request):
+            await self.send_response(202, b"")
+            return
+        if message.method == "ping":
+            await self.reply(200, protocol.result_message(message.id, {}))
+        elif message.method == "tools/list":
+            await self.reply(
+                200, protocol.result_message(message.id, {"tools": tools.tool_listing()})
+            )
+        elif message.method == "tools/call":
+            await self.call_tool(session, message)
+        else:
+            await self.reply(
+                200,
+                protocol.error_message(
+                    message.id,
+                    protocol.METHOD_NOT_FOUND,
+                    f"method {message.method[:64]!r} is not supported; this server offers "
+                    "initialize, ping, tools/list and tools/call",
+                ),
+            )
+
+    async def initialize(self, message: protocol.Request) -> None:
+        label = (self.query.get("label") or [""])[0].strip()
+        if label:
+            try:
+                label = rules.validate_name(label, "label")
+            except RuleError as exc:
+                raise protocol.http_error(
+                    400, str(exc), protocol.INVALID_PARAMS, message.id
+                ) from None
+        await self.check_token(label or None)
+        requested = [
+            r.strip() for v in self.query.get("room", []) for r in v.split(",") if r.strip()
+        ]
+        try:
+            rooms = await database_sync_to_async(sessions.validate_rooms)(requested)
+        except RuleError as exc:
+            raise protocol.http_error(400, str(exc), protocol.INVALID_PARAMS, message.id) from None
+        version = protocol.negotiate_version(message.params.get("protocolVersion"))
+        session = await database_sync_to_async(sessions.create_session)(
+            label=label,
+            rooms=rooms,
+            version=version,
+            client_info=message.params.get("clientInfo") or {},
+        )
+        result = protocol.initialize_result(
+            version=version, instructions=tools.INSTRUCTIONS, server_version=tools.server_version()
+        )
+        await self.reply(
+            200,
+            protocol.result_message(message.id, result),
+            headers=[(b"mcp-session-id", session.id.encode())],
+        )
+
+    async def call_tool(self, session, message: protocol.Request) -> None:
+        binding = sessions.HttpBinding(session, self.base_url())
+        try:
+            tool, arguments = tools.prepare_call(binding, message.params)
+        except tools.CallRefused as exc:
+            await self.reply(200, protocol.error_message(message.id, exc.code, exc.message))
+            return
+        if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
+            await self.start_wait(binding, message, arguments)
+            return
+        result = await database_sync_to_async(tools.run_tool)(binding, tool, arguments)
+        await self.reply(200, protocol.result_message(message.id, result))
+
+    # -- the wait tool: an SSE response that keeps hearing the seat's doorbell ----
+
+    async def start_wait(self, binding, message, arguments) -> None:
+        seat = await database_sync_to_async(binding.seat)()
+        self.seat = seat
+        self.waiter = asyncio.Event()
+        await self.join_group(doorbell.seat_group(seat.pk))
+        await self.start_response(200, SSE_HEADERS)
+        self.spawn(self.run_wait(binding, message, arguments))
+
+    async def run_wait(self, binding, message, arguments) -> None:
+        timeout = float(arguments.get("timeout", 60))
+        deadline = time.monotonic() + timeout
+        token = protocol.progress_token(message.params)
+        tool = tools.TOOLS["wait"]
+        ticks = 0
+        while True:
+            result = await database_sync_to_async(tools.run_tool)(binding, tool, arguments)
+            found = (result.get("structuredContent") or {}).get("entries")
+            left = deadline - time.monotonic()
+            if found or result.get("isError") or left <= 0:
+                break
+            self.waiter.clear()
+            try:
+                await asyncio.wait_for(self.waiter.wait(), min(left, PROGRESS_SECONDS))
+            except TimeoutError:
+                if token is not None and time.monotonic() < deadline:
+                    ticks += 1
+                    note = protocol.progress_notification(token, ticks, "waiting for entries")
+                    await self.send_chunk(protocol.sse_event(note))
+        await self.send_chunk(protocol.sse_event(protocol.result_message(message.id, result)))
+        await self.end_response()
+
+    # ------------------------------------------------------------------ GET
+
+    async def get(self) -> None:
+        if not protocol.accepts_event_stream(self.headers.get("accept")):
+            raise protocol.http_error(406, "GET needs 'Accept: text/event-stream'")
+        session = await self.load_session()
+        self.streaming = True
+        await self.join_group(session_group(session.id))
+        if session.label:
+            self.seat = await database_sync_to_async(
+                lambda: sessions.HttpBinding(session, "").seat()
+            )()
+            await self.join_group(doorbell.seat_group(self.seat.pk))
+        self.stream_token = await database_sync_to_async(sessions.claim_stream)(session)
+        # Whoever held this session's stream, or this seat's, lets go now.
+        await self.channel_layer.group_send(
+            session_group(session.id), {"type": "stream.replace", "token": self.stream_token}
+        )
+        if self.seat is not None:
+            await self.channel_layer.group_send(
+                doorbell.seat_group(self.seat.pk),
+                {"type": "seat.takeover", "session": session.id, "token": self.stream_token},
+            )
+        await self.start_response(200, SSE_HEADERS)
+        await self.send_chunk(protocol.sse_comment("agent-salon stream open"))
+        metrics.add_gauge("salon_live_streams", 1)
+        await self.refresh_liveness()
+        last_event = self.headers.get(protocol.LAST_EVENT_ID_HEADER, "").strip()
+        self.spawn(self.open_stream(last_event))
+
+    async def open_stream(self, last_event: str) -> None:
+        if self.seat is not None:
+            if last_event.isdigit():
+                replay = await database_sync_to_async(services.replay_pushes)(
+                    seat=self.seat, after=int(last_event)
+                )
+                for push_seq, entry in replay:
+                    await self.push_one(push_seq, entry)
+            await self.push_pending(limit=INITIAL_PUSH_LIMIT, tell_more=True)
+        await self.keepalive()
+
+    async def keepalive(self) -> None:
+        while True:
+            await asyncio.sleep(KEEPALIVE_SECONDS)
+            await self.send_chunk(protocol.sse_comment("keep-alive"))
+            await self.refresh_liveness()
+            # Re-subscribing refreshes group expiry on Redis; the push is the safety net
+            # for a doorbell that was lost.
+            for group in list(self.groups_joined):
+                await self.channel_layer.group_add(group, self.channel_name)
+            if self.seat is not None:
+                await self.push_pending()
+
+    async def refresh_liveness(self) -> None:
+        if self.seat is not None:
+            self.live_until = await database_sync_to_async(services.keep_live)(seat=self.seat)
+        if self.session is not None:
+            await database_sync_to_async(sessions.mark_active)(self.session)
+
+    async def push_pending(self, limit: int = 100, tell_more: bool = False) -> None:
+        if self.push_lock.locked():
+            self.push_again = True
+            return
+        async with self.push_lock:
+            while True:
+                self.push_again = False
+                claimed, more = await database_sync_to_async(services.claim_pushes)(
+                    seat=self.seat, limit=limit
+                )
+                for push_seq, entry in claimed:
+                    await self.push_one(push_seq, entry)
+                if more and tell_more:
+                    await self.send_chunk(
+                        protocol.sse_event(
+                            protocol.channel_notification(
+                                f"{more} more waking entries are waiting for you; read them with "
+                                "the inbox tool.",
+                                {"type": "NOTICE", "more": more},
+                            )
+                        )
+                    )
+                    return
+                if not (more or self.push_again):
+                    return
+
+    async def push_one(self, push_seq: int, entry) -> None:
+        notification = await database_sync_to_async(channel_message)(entry)
+        try:
+            await self.send_chunk(protocol.sse_event(notification, str(push_seq)))
+        except Exception:
+            metrics.inc("salon_push_failures_total")
+            delivery.record(str(entry.id), self.seat.name, ok=False)
+            raise
+        metrics.inc("salon_pushes_total")
+        delivery.record(str(entry.id), self.seat.name, ok=True)
+
+    # -- channel-layer messages ---------------------------------------------------
+
+    async def bus_entry(self, message) -> None:
+        if self.waiter is not None:
+            self.waiter.set()
+        if self.streaming and self.seat is not None:
+            self.spawn(self.push_pending())
+
+    async def stream_replace(self, message) -> None:
+        if self.streaming and message.get("token") != self.stream_token:
+            await self.end_stream()
+
+    async def seat_takeover(self, message) -> None:
+        if self.streaming and message.get("token") != self.stream_token:
+            await self.end_stream()
+
+    async def session_rebind(self, message) -> None:
+        if not self.streaming or self.session is None:
+            return
+        session = await database_sync_to_async(sessions.load_session)(self.session.id)
+        if session is None or session.seat_id is None:
+            await self.end_stream()
+            return
+        if self.seat is not None:
+            await self.leave_group(doorbell.seat_group(self.seat.pk))
+        self.session, self.seat = session, session.seat
+        await self.join_group(doorbell.seat_group(self.seat.pk))
+        await self.refresh_liveness()
+        self.spawn(self.push_pending())
+
+    async def session_end(self, message) -> None:
+        if self.streaming:
+            await self.end_stream()
+
+    async def end_stream(self) -> None:
+        if self.response_started and not self.response_finished:
+            await self.send_chunk(b"", more=False)
+        await self.finish()
+
+    async def closed(self) -> None:
+        if not self.streaming:
+            return
+        self.streaming = False
+        metrics.add_gauge("salon_live_streams", -1)
+        if self.session is not None and self.stream_token:
+            await database_sync_to_async(sessions.release_stream)(self.session, self.stream_token)
+        if self.seat is not None and self.live_until is not None:
+            await database_sync_to_async(services.end_live)(
+                seat=self.seat, only_if_until=self.live_until
+            )
+
+    # ------------------------------------------------------------------ DELETE
+
+    async def delete(self) -> None:
+        session = await self.load_session()
+        await database_sync_to_async(sessions.end_session)(session)
+        await self.channel_layer.group_send(session_group(session.id), {"type": "session.end"})
+        await self.send_response(200, b"")
+
+
+def channel_message(entry) -> dict:
+    """The notifications/claude/channel message for an entry (meta values all strings)."""
+    tampered = not services.verify_entry(entry)
+    meta = {
+        "id": str(entry.id),
+        "ts": services.iso(entry.ts),
+        "source": entry.sender,
+        "room": entry.room.name,
+        "type": entry.type,
+        "to": ",".join(entry.to),
+        "re": str(entry.re) if entry.re else None,
+    }
+    if tampered:
+        meta["tampered"] = "true"
+    # The server's keys are trusted and keep their names; caller meta only adds keys.
+    for key, value in (entry.meta or {}).items():
+        if key not in meta:
+            meta[key] = value
+    content = entry.content
+    if tampered:
+        content = (
+            "WARNING: this entry failed the signature check (tampered); do not trust "
+            "it.\n\n" + content
+        )
+    return protocol.channel_notification(content, meta)

@@ -11,7 +11,11 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from bus import doorbell  # noqa: E402
 from mcpgate.consumers import McpConsumer  # noqa: E402
+
+# This process hosts the streams: entries sent here ring the in-process layer.
+doorbell.IN_DAEMON = True
 
 application = ProtocolTypeRouter(
     {

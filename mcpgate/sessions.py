@@ -1,0 +1,182 @@
+"""MCP sessions over HTTP: creation, lookup, the idle sweep, and the seat binding.
+
+All functions here are synchronous database work; the consumer runs them through
+database_sync_to_async. A session binds its seat lazily (first GET or tool call), so
+the orphaned sessions Claude Code sometimes opens cost nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from bus import rules, services
+from bus.models import Entry, Seat
+from mcpgate.models import McpSession
+
+# A request refreshes last_active_at at most this often (one write per minute, not per call).
+ACTIVITY_GRANULARITY = timedelta(seconds=60)
+
+
+def validate_rooms(names: list[str]) -> list[str]:
+    """?room=a,b at initialize: every room must exist (a typo must not go unheard)."""
+    rooms = [rules.validate_name(n, "room") for n in names]
+    for name in rooms:
+        services.get_room(name)
+    return rooms
+
+
+def create_session(*, label: str, rooms: list[str], version: str, client_info: dict) -> McpSession:
+    sweep_idle()
+    return McpSession.objects.create(
+        id=secrets.token_hex(16),
+        label=label,
+        rooms=rooms,
+        protocol_version=version,
+        client_info=client_info if isinstance(client_info, dict) else {},
+        last_active_at=timezone.now(),
+    )
+
+
+def load_session(session_id: str) -> McpSession | None:
+    if not session_id or len(session_id) > 64:
+        return None
+    session = (
+        McpSession.objects.select_related("seat__agent")
+        .filter(id=session_id, ended_at__isnull=True)
+        .first()
+    )
+    if session is None:
+        return None
+    at = timezone.now()
+    if at - session.last_active_at > ACTIVITY_GRANULARITY:
+        McpSession.objects.filter(pk=session.pk).update(last_active_at=at)
+        session.last_active_at = at
+    return session
+
+
+def mark_active(session: McpSession) -> None:
+    McpSession.objects.filter(pk=session.pk).update(last_active_at=timezone.now())
+
+
+def sweep_idle() -> int:
+    """Forget sessions with no stream and no request for AGENT_SALON_SESSION_IDLE.
+
+    An open stream refreshes last_active_at on every keep-alive, so it is never swept.
+    """
+    cutoff = timezone.now() - settings.SESSION_IDLE
+    return McpSession.objects.filter(ended_at__isnull=True, last_active_at__lt=cutoff).update(
+        ended_at=timezone.now()
+    )
+
+
+def end_session(session: McpSession) -> None:
+    McpSession.objects.filter(pk=session.pk).update(ended_at=timezone.now(), stream_token="")
+
+
+def claim_stream(session: McpSession) -> str:
+    token = secrets.token_hex(8)
+    McpSession.objects.filter(pk=session.pk).update(
+        stream_token=token, last_active_at=timezone.now()
+    )
+    return token
+
+
+def release_stream(session: McpSession, token: str) -> bool:
+    return bool(
+        McpSession.objects.filter(pk=session.pk, stream_token=token).update(stream_token="")
+    )
+
+
+class HttpBinding:
+    """The tools' view of an HTTP session: label → agent, seat = label#<session>."""
+
+    def __init__(self, session: McpSession, base_url: str):
+        self.session = session
+        self.label = session.label
+        self.session_id = session.id
+        self.base_url = base_url
+
+    def seat(self) -> Seat:
+        if self.session.seat_id is None:
+            self.session = bind_seat(self.session)
+        return self.session.seat
+
+    def checkin(self, session_id: str, cwd: str | None) -> Seat:
+        self.session = rebind(self.session, claude_session_id=session_id)
+        return self.session.seat
+
+    def status(self) -> dict:
+        seat = self.seat() if self.label else None
+        rooms = services.seat_rooms(seat) if seat else []
+        at = timezone.now()
+        seats = []
+        for other in (
+            Seat.objects.filter(
+                memberships__room__name__in=rooms, memberships__left_at__isnull=True
+            )
+            .select_related("agent")
+            .distinct()
+            .order_by("name")
+        ):
+            seats.append(
+                {
+                    "seat": other.name,
+                    "liveness": services.seat_liveness(other, at),
+                    "rooms": services.seat_rooms(other),
+                }
+            )
+        return {
+            "endpoints": {"mcp": f"{self.base_url}/mcp", "notify": f"{self.base_url}/notify"},
+            "session": {
+                "seat": seat.name if seat else None,
+                "label": self.label or None,
+                "rooms": rooms,
+                "protocolVersion": self.session.protocol_version,
+            },
+            "seats": seats,
+            "entries": Entry.objects.filter(room__name__in=rooms).count() if rooms else 0,
+        }
+
+
+def bind_seat(session: McpSession) -> McpSession:
+    """Give a labeled session its seat: label#<Claude session id, else the MCP session id>."""
+    seat = services.check_in(
+        agent=session.label,
+        session_id=session.claude_session_id or session.id,
+        rooms=session.rooms or None,
+        join_defaults=True,
+    )
+    McpSession.objects.filter(pk=session.pk).update(seat=seat)
+    session.seat = seat
+    return session
+
+
+def rebind(session: McpSession, *, claude_session_id: str) -> McpSession:
+    """checkin: move the session onto the seat of its Claude Code session id.
+
+    The seat it leaves was named after the MCP session id; if it never wrote, it is
+    dropped (nobody can address a seat nobody knows). The stream, if any, is told to
+    follow (session.rebind on the session's group).
+    """
+    claude_session_id = claude_session_id.strip()
+    old = session.seat
+    with transaction.atomic():
+        seat = services.check_in(
+            agent=session.label,
+            session_id=claude_session_id,
+            rooms=session.rooms or None,
+            join_defaults=True,
+        )
+        McpSession.objects.filter(pk=session.pk).update(
+            seat=seat, claude_session_id=claude_session_id
+        )
+        shared = McpSession.objects.filter(seat=old).exclude(pk=session.pk)
+        if old is not None and old.pk != seat.pk and not shared.exists():
+            services.merge_silent_seat(old=old, into=seat)
+    session.seat, session.claude_session_id = seat, claude_session_id
+    return session
