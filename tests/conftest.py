@@ -19,3 +19,14 @@ def daemon(tmp_path, env):
     server = Daemon(env=env, cwd=tmp_path).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory):
+    """One real daemon for a whole module, for tests that each use their own sessions."""
+    data = tmp_path_factory.mktemp("shared")
+    environment = salon_env(data)
+    migrate(environment)
+    server = Daemon(env=environment, cwd=data).start()
+    yield server
+    server.stop()
