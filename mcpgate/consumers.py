@@ -242,6 +242,11 @@ class McpConsumer(StreamingHttpConsumer):
             return
         result = await database_sync_to_async(tools.run_tool)(binding, tool, arguments)
         await self.reply(200, protocol.result_message(message.id, result))
+        if tool.name == "checkin" and not result.get("isError"):
+            # The session's stream (on whichever worker) now belongs to another seat.
+            await self.channel_layer.group_send(
+                session_group(session.id), {"type": "session.rebind"}
+            )
 
     # -- the wait tool: an SSE response that keeps hearing the seat's doorbell ----
 

@@ -54,12 +54,17 @@ class RawSession:
         assert done.status_code == 202
         return self
 
-    async def call(self, tool: str, arguments: dict | None = None) -> dict:
+    async def call(self, tool: str, arguments: dict | None = None, **params) -> dict:
+        """A tools/call; an SSE answer (the wait tool) is read to its JSON-RPC response."""
         self.next_id += 1
-        response = await self.post(
-            rpc("tools/call", {"name": tool, "arguments": arguments or {}}, self.next_id)
-        )
+        message = rpc("tools/call", {"name": tool, "arguments": arguments or {}, **params},
+                      self.next_id)
+        response = await self.client.post(self.url, json=message, headers=self.headers(),
+                                          timeout=400)
         assert response.status_code == 200, response.text
+        if response.headers["content-type"].startswith("text/event-stream"):
+            self.events = sse_messages(response.text)
+            return self.events[-1]
         return response.json()
 
     async def result(self, tool: str, arguments: dict | None = None) -> dict:
@@ -74,6 +79,16 @@ class RawSession:
     def stream(self, **headers: str) -> SseStream:
         return SseStream(self.client, self.url, self.headers(accept="text/event-stream",
                                                                **headers))
+
+
+def sse_messages(body: str) -> list[dict]:
+    """The JSON messages of a complete text/event-stream body, in order."""
+    messages = []
+    for block in body.split("\n\n"):
+        data = [line[5:].lstrip() for line in block.splitlines() if line.startswith("data:")]
+        if data:
+            messages.append(json.loads("\n".join(data)))
+    return messages
 
 
 class SseStream:

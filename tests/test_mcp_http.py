@@ -417,3 +417,67 @@ async def test_a_session_survives_a_daemon_restart_without_reinitializing(tmp_pa
         second.stop()
     assert pong.status_code == 200 and pong.json()["result"] == {}
     assert status["session"]["seat"] == seat
+
+
+# ------------------------------------------------------------------ wait and checkin
+
+
+async def test_wait_returns_at_once_what_is_waiting_and_leaves_the_cursor(daemon, client):
+    reader = await RawSession(client, daemon.url, "label=waiter").open()
+    writer = await RawSession(client, daemon.url, "label=poker").open()
+    seat = await reader.seat()
+    await writer.result("send", {"text": "look", "type": "QUESTION", "to": [seat]})
+    told = (await reader.call("wait", {"timeout": 10}))["result"]["structuredContent"]
+    inbox = await reader.result("inbox", {"advance": False})
+    again = (await reader.call("wait", {"timeout": 0}))["result"]["structuredContent"]
+    assert [e["content"] for e in told["entries"]] == ["look"]
+    assert [e["content"] for e in inbox["entries"]] == ["look"]
+    assert again["entries"] == []
+
+
+async def test_wait_blocks_until_a_waking_entry_arrives(daemon, client):
+    reader = await RawSession(client, daemon.url, "label=sleeper").open()
+    writer = await RawSession(client, daemon.url, "label=waker").open()
+    seat = await reader.seat()
+    waiting = asyncio.create_task(reader.call("wait", {"timeout": 30}))
+    await asyncio.sleep(0.5)
+    assert not waiting.done()
+    await writer.result("send", {"text": "fyi", "type": "FACT"})
+    await writer.result("send", {"text": "wake up", "type": "REQUEST", "to": [seat]})
+    answer = await asyncio.wait_for(waiting, 10)
+    assert [e["content"] for e in answer["result"]["structuredContent"]["entries"]] == ["wake up"]
+
+
+async def test_wait_with_nothing_arriving_ends_empty_at_its_timeout(shared_daemon, client):
+    reader = await RawSession(client, shared_daemon.url, "label=patient").open()
+    await reader.seat()
+    answer = await reader.call("wait", {"timeout": 1})
+    assert answer["result"]["structuredContent"]["entries"] == []
+    assert answer["result"]["isError"] is False
+
+
+async def test_checkin_moves_the_session_to_the_claude_sessions_seat(shared_daemon, client):
+    session = await RawSession(client, shared_daemon.url, "label=bound").open()
+    before = await session.seat()
+    claude_id = "5e3f9c1a-0000-4000-8000-00000000abcd"
+    bound = await session.result("checkin", {"session_id": claude_id, "cwd": "/src/bound"})
+    after = await session.seat()
+    agents = await session.result("agents")
+    seats = [s["seat"] for a in agents["agents"] if a["agent"] == "bound" for s in a["seats"]]
+    assert bound["seat"] == after == "bound#5e3f9c1a"
+    assert before != after
+    assert seats == ["bound#5e3f9c1a"]  # the abandoned seat had written nothing: dropped
+
+
+async def test_a_stream_follows_its_session_after_checkin(daemon, client):
+    reader = await RawSession(client, daemon.url, "label=follower").open()
+    writer = await RawSession(client, daemon.url, "label=caller").open()
+    await reader.seat()
+    async with reader.stream() as stream:
+        await stream.next(comments=True)
+        await reader.result("checkin", {"session_id": "abcdef0123456789"})
+        await asyncio.sleep(0.3)
+        await writer.result("send", {"text": "found you", "type": "QUESTION",
+                                     "to": ["follower#abcdef01"]})
+        event = await stream.next()
+    assert event["message"]["params"]["content"] == "found you"
