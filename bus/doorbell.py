@@ -39,8 +39,16 @@ def seat_group(seat_id: int) -> str:
     return f"seat.{seat_id}"
 
 
+PG_CHANNEL = "salon_doorbell"
+
+
 def ring(*, entry_id, seat_ids) -> None:
-    if not seat_ids or not (IN_DAEMON or settings.REDIS_URL):
+    """Tell the listeners of these seats that entry_id is waiting (after commit)."""
+    if not seat_ids:
+        return
+    if settings.DATABASE_URL and not settings.REDIS_URL:
+        _pg_notify(entry_id, seat_ids)
+    if not (IN_DAEMON or settings.REDIS_URL):
         return
     try:
         from asgiref.sync import async_to_sync
@@ -57,3 +65,15 @@ def ring(*, entry_id, seat_ids) -> None:
         async_to_sync(ring_all)()
     except Exception:  # a doorbell failure must never fail a send that is committed
         log.exception("doorbell for entry %s failed; listeners will poll", entry_id)
+
+
+def _pg_notify(entry_id, seat_ids) -> None:
+    """PostgreSQL without Redis: every daemon process LISTENs (mcpgate.watcher)."""
+    from django.db import connection
+
+    payload = f"{entry_id}:{','.join(str(s) for s in seat_ids)}"
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [PG_CHANNEL, payload[:7900]])
+    except Exception:
+        log.exception("pg_notify for entry %s failed; listeners will poll", entry_id)

@@ -1,9 +1,12 @@
-"""Notices entries written by other processes on the embedded default (SQLite, no Redis).
+"""Notices entries written by other processes when there is no Redis to ring.
 
 A cron `salon send` cannot ring this daemon's in-process channel layer. One task per
-daemon process (not per stream) asks SQLite every POLL_SECONDS whether another
-connection committed (PRAGMA data_version, answered from memory), and if so rings the
-seats of the new waking ledger rows. With Redis, writers ring the groups themselves.
+daemon process (not per stream) watches the database instead and rings locally:
+* SQLite: every POLL_SECONDS, ask whether another connection committed (PRAGMA
+  data_version, answered from memory), and if so ring the seats of the new waking
+  ledger rows (SQLite has one writer, so row ids are commit-ordered);
+* PostgreSQL: LISTEN on the channel that bus.doorbell NOTIFYs after each send.
+With Redis, writers ring the groups themselves and no watcher runs.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import threading
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -23,14 +27,16 @@ POLL_SECONDS = 0.1
 _task: asyncio.Task | None = None
 
 
-def needed() -> bool:
-    return not settings.REDIS_URL and not settings.DATABASE_URL
-
-
 def ensure_started() -> None:
     global _task
-    if _task is None and needed():
-        _task = asyncio.ensure_future(run())
+    if _task is not None or settings.REDIS_URL:
+        return
+    _task = asyncio.ensure_future(listen_postgres() if settings.DATABASE_URL else run())
+
+
+async def _ring(layer, seat_ids) -> None:
+    for seat_id in seat_ids:
+        await layer.group_send(doorbell.seat_group(seat_id), {"type": "bus.entry"})
 
 
 def _open() -> sqlite3.Connection:
@@ -81,3 +87,41 @@ async def run() -> None:
         except Exception:  # keep watching: a failed poll costs latency, not entries
             log.exception("watcher poll failed")
             await asyncio.sleep(1)
+
+
+def _postgres_notifies(queue: asyncio.Queue, loop: asyncio.AbstractEventLoop) -> None:
+    """Blocking, in a daemon thread: LISTEN on a connection of its own, forever, and hand
+    each payload to the loop. Reconnects after a failure (a lost notification costs
+    latency: streams re-check the ledger on every keep-alive)."""
+    import time
+
+    import psycopg
+    from django.db import connection as django_connection
+
+    params = django_connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    while True:
+        try:
+            with psycopg.connect(autocommit=True, **params) as listener:
+                listener.execute(f"LISTEN {doorbell.PG_CHANNEL}")
+                for notify in listener.notifies():
+                    loop.call_soon_threadsafe(queue.put_nowait, notify.payload)
+        except Exception:
+            log.exception("LISTEN connection failed; reconnecting in 1 s")
+            time.sleep(1)
+
+
+async def listen_postgres() -> None:
+    layer = get_channel_layer()
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    # A daemon thread, so that a stopping daemon never waits for the blocked LISTEN.
+    threading.Thread(
+        target=_postgres_notifies, args=(queue, loop), name="salon-listen", daemon=True
+    ).start()
+    while True:
+        payload = await queue.get()
+        entry_id, _, seats = payload.partition(":")
+        if not doorbell.recently_rung(entry_id):
+            await _ring(layer, {int(s) for s in seats.split(",") if s.isdigit()})

@@ -2,15 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import Daemon, migrate, salon_env
+from tests.support import Daemon, drop_store, migrate, salon_env
 
 
 @pytest.fixture
 def env(tmp_path):
-    """Environment for real `salon` processes sharing one fresh SQLite file."""
+    """Environment for real `salon` processes sharing one fresh store (see salon_env)."""
     environment = salon_env(tmp_path)
     migrate(environment)
-    return environment
+    yield environment
+    drop_store(environment)
 
 
 @pytest.fixture
@@ -30,3 +31,4 @@ def shared_daemon(tmp_path_factory):
     server = Daemon(env=environment, cwd=data).start()
     yield server
     server.stop()
+    drop_store(environment)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 
 import httpx
 
@@ -123,6 +124,7 @@ class SseStream:
             async for line in self.response.aiter_lines():
                 if line == "":
                     if event:
+                        event["received"] = time.time()
                         if "data" in event:
                             event["message"] = json.loads(event["data"])
                         await self.queue.put(event)

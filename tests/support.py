@@ -24,20 +24,49 @@ def free_port() -> int:
 
 
 def salon_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """An environment for a real `salon` process on its own SQLite file in data_dir."""
+    """An environment for real `salon` processes with a store of their own.
+
+    Embedded default: a fresh SQLite file in data_dir. When the test run itself has
+    DATABASE_URL (the PostgreSQL CI pass), a fresh PostgreSQL database instead (drop it
+    with drop_store), and REDIS_URL is passed on, so real processes run on the same
+    configuration as the suite.
+    """
     env = {
-        k: v
-        for k, v in os.environ.items()
+        k: v for k, v in os.environ.items()
         if not k.startswith(("AGENT_SALON_", "CLAUDE_CODE_", "DJANGO_"))
+        and k not in ("DATABASE_URL", "REDIS_URL")
     }
-    if "DATABASE_URL" in os.environ and "DATABASE_URL" not in extra:
-        env.pop("DATABASE_URL", None)
-    if "REDIS_URL" in os.environ and "REDIS_URL" not in extra:
-        env.pop("REDIS_URL", None)
     env["AGENT_SALON_DB"] = str(data_dir / "salon.db")
     env["PYTHONPATH"] = str(REPO)
+    if os.environ.get("DATABASE_URL") and "DATABASE_URL" not in extra:
+        env["DATABASE_URL"] = _fresh_postgres_database(os.environ["DATABASE_URL"])
+    if os.environ.get("REDIS_URL") and "REDIS_URL" not in extra:
+        env["REDIS_URL"] = os.environ["REDIS_URL"]
     env.update(extra)
     return env
+
+
+def _fresh_postgres_database(url: str) -> str:
+    import uuid
+
+    import psycopg
+
+    name = f"salon_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_store(env: dict[str, str]) -> None:
+    """Drop the PostgreSQL database salon_env made (nothing to do for SQLite)."""
+    url = env.get("DATABASE_URL", "")
+    name = url.rsplit("/", 1)[-1]
+    if not name.startswith("salon_t_") or not os.environ.get("DATABASE_URL"):
+        return
+    import psycopg
+
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def salon_cmd(*args: str) -> list[str]:
