@@ -138,14 +138,24 @@ def seat_by_name(name: str) -> Seat | None:
     return Seat.objects.select_related("agent").filter(name=name).first()
 
 
-def keep_live(*, seat: Seat, seconds: int = 45) -> None:
-    """An open stream or a running stdio server: live for the next `seconds`."""
+def keep_live(*, seat: Seat, seconds: int = 45) -> datetime:
+    """An open stream or a running stdio server: live for the next `seconds`.
+
+    Returns the live_until written, for end_live(only_if_until=…).
+    """
     at = now()
-    Seat.objects.filter(pk=seat.pk).update(last_seen=at, live_until=at + timedelta(seconds=seconds))
+    until = at + timedelta(seconds=seconds)
+    Seat.objects.filter(pk=seat.pk).update(last_seen=at, live_until=until)
+    return until
 
 
-def end_live(*, seat: Seat) -> None:
-    Seat.objects.filter(pk=seat.pk).update(live_until=now())
+def end_live(*, seat: Seat, only_if_until: datetime | None = None) -> None:
+    """The stream closed. With only_if_until, only if no newer stream took the seat over
+    since (it would have written a later live_until)."""
+    query = Seat.objects.filter(pk=seat.pk)
+    if only_if_until is not None:
+        query = query.filter(live_until=only_if_until)
+    query.update(live_until=now())
 
 
 def touch(*, seat: Seat, min_interval: timedelta | None = None) -> bool:
@@ -214,11 +224,13 @@ def _first_cursor(seat: Seat, room: Room) -> int:
     recent = []
     if cursors:
         since = now() - rules.SIBLING_WINDOW
-        sibling_names = list(siblings.values_list("seat__name", flat=True))
+        # By sender_agent, not by the siblings' memberships: a sibling need not be a member
+        # to write here (the bare agent name from cron, a webhook), and its entry is still
+        # the other half of this agent's conversation.
         recent = list(
-            Entry.objects.filter(room=room, sender__in=sibling_names, ts__gte=since).values_list(
-                "seq", flat=True
-            )
+            Entry.objects.filter(room=room, sender_agent=seat.agent.name, ts__gte=since)
+            .exclude(sender=seat.name)
+            .values_list("seq", flat=True)
         )
     return rules.first_cursor(cursors, recent)
 
@@ -373,6 +385,38 @@ def _resolve_re(room: Room, re: str | None) -> Entry | None:
     )
 
 
+def _unstorable(text: str) -> str | None:
+    if "\x00" in text:
+        return "a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate"
+    return None
+
+
+def _refuse_unstorable(content: str, meta: dict) -> None:
+    """Refuse text no backend stores faithfully, naming the rule.
+
+    PostgreSQL rejects NUL in text and in jsonb (a DataError, i.e. a 500, while SQLite
+    stores it), and a lone surrogate in meta cannot be signed; both are refused on every
+    backend so the same entry is accepted or refused everywhere.
+    """
+    problem = _unstorable(content)
+    if problem:
+        raise RuleError(f"content holds {problem}: remove it and send again")
+    pending: list = [meta]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+        elif isinstance(value, str) and (problem := _unstorable(value)):
+            raise RuleError(f"meta holds {problem}: remove it and send again")
+
+
 def send_entry(
     *,
     seat: Seat,
@@ -390,6 +434,9 @@ def send_entry(
     """Store one entry and its wake decisions in one transaction; report who it wakes."""
     content = rules.validate_content(text)
     meta = rules.validate_meta(meta)
+    _refuse_unstorable(content, meta)
+    if isinstance(to, str):
+        to = [to]  # one name, not its characters
     for key in ("source", "from", "ts", "id"):
         meta.pop(key, None)  # the server fills these in; a caller cannot
     entry_type = rules.normalize_type(type) if type else rules.type_from_meta(meta)
@@ -479,11 +526,13 @@ def _decide_and_record(entry: Entry, room: Room, sender: Seat, re_entry, at) -> 
     ]
     decisions, wakes, woken_ids, other_live = [], [], [], 0
     liveness = {}
+    reasons: list[str] = []  # for salon_wake_decisions_total, counted on commit
     for reader in readers:
         liveness[reader.pk] = seat_liveness(reader, at)
         if liveness[reader.pk] == rules.LIVE:
             other_live += 1
         decision = rules.decide_wake(facts, _seat_facts(reader), at)
+        reasons.append(decision.reason)
         if decision.woken or decision.reason == "quiet":
             decisions.append(
                 WakeDecision(
@@ -501,6 +550,7 @@ def _decide_and_record(entry: Entry, room: Room, sender: Seat, re_entry, at) -> 
             if liveness[reader.pk] != rules.GONE:
                 wakes.append(reader.name)
     WakeDecision.objects.bulk_create(decisions)
+    transaction.on_commit(lambda: _count_decisions(reasons))
 
     statuses = []
     for name in entry.to:
@@ -596,6 +646,12 @@ def _woken_ids(seat: Seat, entries: Sequence[Entry]) -> set:
     )
 
 
+def _inbox_query(seat: Seat, room: Room, cursor: int):
+    """Entries by others after `cursor`, oldest first: `room = R AND seq > cursor ORDER BY
+    seq`, served by the entry_room_seq index whatever the size of the room."""
+    return Entry.objects.filter(room=room, seq__gt=cursor).exclude(sender=seat.name).order_by("seq")
+
+
 def read_inbox(
     *, seat: Seat, room: str | None = None, limit: int = 20, advance: bool = True
 ) -> dict:
@@ -607,8 +663,8 @@ def read_inbox(
     with transaction.atomic():
         membership = _membership(seat, room_row)
         start = membership.cursor
-        unread = Entry.objects.filter(room=room_row, seq__gt=start).exclude(sender=seat.name)
-        batch = list(unread.select_related("room").order_by("seq")[:limit])
+        unread = _inbox_query(seat, room_row, start)
+        batch = list(unread.select_related("room")[:limit])
         counts = _unread_counts(seat, room_row, start, unread)
         if advance and batch:
             Membership.objects.filter(pk=membership.pk, cursor__lt=batch[-1].seq).update(
@@ -647,9 +703,7 @@ def unread_counts(*, seat: Seat) -> list[dict]:
     for membership in Membership.objects.filter(
         seat=seat, left_at__isnull=True, room__archived_at__isnull=True
     ).select_related("room"):
-        unread = Entry.objects.filter(room=membership.room, seq__gt=membership.cursor).exclude(
-            sender=seat.name
-        )
+        unread = _inbox_query(seat, membership.room, membership.cursor)
         result.append(
             {
                 "room": membership.room.name,
@@ -678,13 +732,23 @@ def mark_unread(*, seat: Seat, room: str, count: int = 1) -> dict:
 
 
 def read_history(
-    *, seat: Seat | None, room: str | None = None, limit: int = 20, sender: str | None = None
+    *,
+    seat: Seat | None,
+    room: str | None = None,
+    limit: int = 20,
+    sender: str | None = None,
+    broadcast_only: bool = False,
 ) -> dict:
-    """The last `limit` entries including own, oldest first, never clipped; no cursor moves."""
+    """The last `limit` entries including own, oldest first, never clipped; no cursor moves.
+
+    broadcast_only: what a caller with no identity (an unlabeled MCP session) may read.
+    """
     if limit < 1:
         raise RuleError("limit must be 1 or more")
     room_row = _room_for_read(seat, room) if seat else get_room(room or settings.DEFAULT_ROOM)
     query = Entry.objects.filter(room=room_row).select_related("room")
+    if broadcast_only:
+        query = query.filter(to=[])
     if sender:
         sender = rules.validate_name(sender, "sender")
         query = query.filter(Q(sender=sender) | Q(sender_agent=sender))
@@ -723,6 +787,8 @@ def declare_focus(
     """focus: a new sentence (drops the old phase unless one is given), `phase` or `files`
     alone re-declare the standing sentence, "" clears it, nothing at all reads it back."""
     at = now()
+    if isinstance(files, str):  # `--files a,b` passed through as typed: a list, not letters
+        files = [f.strip() for f in files.split(",") if f.strip()]
     seat.refresh_from_db(fields=["focus_text", "focus_files", "focus_phase", "focus_ts"])
     if text is None and files is None and phase is None:
         return {"seat": seat.name, "focus": _focus_dict(seat, at)}
@@ -861,6 +927,13 @@ def token_problem(*, label: str | None, token: str | None) -> str | None:
     needed = settings.REQUIRE_TOKENS or (label and active.filter(label=label).exists())
     if not needed:
         return None
+    if not label:
+        # Tokens belong to a label, so a caller without one can never present a valid one.
+        return (
+            "AGENT_SALON_REQUIRE_TOKENS=1: every caller needs a label and its bearer token; "
+            "add ?label=<agent> to the URL and send 'Authorization: Bearer <token>' "
+            "(issue one with `salon token issue <agent>`)"
+        )
     if not token:
         return (
             f"label {label!r} needs a bearer token: send 'Authorization: Bearer <token>' "
@@ -872,3 +945,139 @@ def token_problem(*, label: str | None, token: str | None) -> str | None:
             f"issue a new one with `salon token issue {label or 'LABEL'}`"
         )
     return None
+
+
+# ---------------------------------------------------------------- the push ledger
+#
+# A seat is told about a waking entry at most once per channel: pushed to its stream
+# (push_seq/pushed_at), announced by `salon wait` or the wait tool (announced_at), or
+# nudged by the Stop hook (nudged_at). Claims are conditional updates, so two workers
+# can never both claim the same row.
+
+
+def _unread_wakes(seat: Seat, room: Room | None = None):
+    """Waking ledger rows of this seat for entries still after its cursor, oldest first."""
+    rows = WakeDecision.objects.filter(seat=seat, woken=True)
+    cursors = Membership.objects.filter(seat=seat, left_at__isnull=True)
+    if room is not None:
+        rows, cursors = rows.filter(room=room), cursors.filter(room=room)
+    after = Q(pk__in=[])
+    for room_id, cursor in cursors.values_list("room_id", "cursor"):
+        after |= Q(room_id=room_id, seq__gt=cursor)
+    return rows.filter(after).select_related("entry__room").order_by("decided_at", "seq")
+
+
+def claim_pushes(*, seat: Seat, limit: int = 100) -> tuple[list[tuple[int, Entry]], int]:
+    """Claim waking, unread entries never pushed nor announced to this seat, oldest first.
+
+    Returns ([(push_seq, entry)], how many more are waiting beyond `limit`). The push_seq
+    is the SSE event id: per seat, increasing in the order the pushes were claimed.
+    """
+    at = now()
+    with transaction.atomic():
+        pending = _unread_wakes(seat).filter(push_seq__isnull=True, announced_at__isnull=True)
+        rows = list(pending[: limit + 1])
+        more = 0
+        if len(rows) > limit:
+            more = pending.count() - limit
+            rows = rows[:limit]
+        if not rows:
+            return [], 0
+        locked = Seat.objects.select_for_update().get(pk=seat.pk)
+        claimed, next_seq = [], locked.push_counter
+        for row in rows:
+            next_seq += 1
+            if WakeDecision.objects.filter(pk=row.pk, push_seq__isnull=True).update(
+                push_seq=next_seq, pushed_at=at
+            ):
+                claimed.append((next_seq, row.entry))
+        Seat.objects.filter(pk=seat.pk).update(push_counter=next_seq)
+    return claimed, more
+
+
+def replay_pushes(*, seat: Seat, after: int) -> list[tuple[int, Entry]]:
+    """Pushes to this seat after SSE event id `after`, in order (Last-Event-ID resume)."""
+    rows = (
+        WakeDecision.objects.filter(seat=seat, push_seq__gt=after)
+        .select_related("entry__room").order_by("push_seq")
+    )
+    return [(row.push_seq, row.entry) for row in rows]
+
+
+def collect_wakes(*, seat: Seat, room: str | None = None, limit: int = 20) -> dict:
+    """The waking, unread entries this seat has not been told about (by a push, `salon
+    wait` or an earlier wait), oldest first; marks them announced. Cursor untouched."""
+    room_row = get_room(room) if room else None
+    at = now()
+    rows = list(
+        _unread_wakes(seat, room_row).filter(push_seq__isnull=True, announced_at__isnull=True)[
+            :limit
+        ]
+    )
+    announced = [
+        row for row in rows
+        if WakeDecision.objects.filter(pk=row.pk, announced_at__isnull=True).update(
+            announced_at=at
+        )
+    ]
+    entries = [entry_dict(row.entry, seat=seat, woken=True) for row in announced]
+    return {
+        "seat": seat.name,
+        "entries": entries,
+        "tampered": sum(1 for e in entries if e["tampered"]),
+    }
+
+
+def record_deliveries(*, delivered: dict[str, list[str]], failed: dict[str, list[str]]) -> None:
+    """Append seat names to entries' delivered_to / delivery_errors (entry id → seats)."""
+    with transaction.atomic():
+        for entry_id in set(delivered) | set(failed):
+            entry = Entry.objects.select_for_update().filter(pk=entry_id).first()
+            if entry is None:
+                continue
+            entry.delivered_to = sorted(set(entry.delivered_to) | set(delivered.get(entry_id, [])))
+            entry.delivery_errors = sorted(
+                set(entry.delivery_errors) | set(failed.get(entry_id, []))
+            )
+            entry.save(update_fields=["delivered_to", "delivery_errors"])
+
+
+def merge_silent_seat(*, old: Seat, into: Seat) -> bool:
+    """Drop a seat that never wrote, after `into` joins the rooms it was in (checkin)."""
+    if old.pk == into.pk or Seat.objects.filter(pk=old.pk, last_wrote__isnull=False).exists():
+        return False
+    with transaction.atomic():
+        for room in Room.objects.filter(
+            memberships__seat=old, memberships__left_at__isnull=True
+        ):
+            _ensure_membership(into, room)
+        Seat.objects.filter(pk=old.pk).delete()
+    return True
+
+
+# ---------------------------------------------------------------- webhook
+
+
+def agent_rooms(*, agent: str) -> list[str]:
+    """The visible rooms any seat of `agent` is in (parted ones excluded), by name.
+
+    /notify writes, for a label that names no room, into the label's only room (SPEC §10).
+    """
+    return list(
+        Membership.objects.filter(
+            seat__agent__name=agent, left_at__isnull=True, room__archived_at__isnull=True
+        )
+        .values_list("room__name", flat=True)
+        .distinct()
+        .order_by("room__name")
+    )
+
+
+def _count_decisions(reasons: list[str]) -> None:
+    """Feed salon_wake_decisions_total{reason}; a metrics failure never fails a send."""
+    try:
+        from salon import metrics
+
+        metrics.count_decisions(reasons)
+    except Exception:  # pragma: no cover - metrics are best effort
+        pass

@@ -1,0 +1,1352 @@
+"""bus.services against a real database: each test is one claim of SPEC §3 to §7 and §12,
+judged on the rows written and the values returned."""
+
+from __future__ import annotations
+
+import math
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections, transaction
+from django.utils import timezone
+
+from bus import doorbell, rules, services
+from bus.models import Entry, Membership, Room, Seat, Token, WakeDecision
+from bus.rules import RuleError
+from tests.factories import entry_of, make_room, make_seat, send, session_id, set_liveness
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def team():
+    return make_room("team")
+
+
+def decisions_of(report: dict) -> dict[str, tuple[bool, str]]:
+    return {
+        d.seat.name: (d.woken, d.reason)
+        for d in WakeDecision.objects.filter(entry_id=report["id"]).select_related("seat")
+    }
+
+
+def cursor_of(seat: Seat, room: Room) -> int:
+    return Membership.objects.get(seat=seat, room=room).cursor
+
+
+def ids(result: dict) -> list[str]:
+    return [e["id"] for e in result["entries"]]
+
+
+# ---------------------------------------------------------------- §5 who is woken
+
+
+def test_a_broadcast_fact_wakes_nobody_and_its_report_says_so(team):
+    writer = make_seat("web", team)
+    make_seat("api", team)
+    make_seat("docs", team)
+
+    report = send(writer, team, "the build is green.", type="FACT")
+
+    assert report["wakes"] == []
+    assert any("wakes nobody" in n and "2 other live seats" in n for n in report["notice"])
+    assert decisions_of(report) == {}
+
+
+@pytest.mark.parametrize("kind", ["QUESTION", "REQUEST"])
+def test_a_broadcast_claim_wakes_every_live_seat_of_the_room_except_the_sender(team, kind):
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    docs = make_seat("docs", team)
+    make_seat("elsewhere", make_room("other"))
+
+    report = send(writer, team, "who owns the schema?", type=kind)
+
+    assert report["wakes"] == sorted([api.name, docs.name])
+    assert decisions_of(report) == {api.name: (True, "claim"), docs.name: (True, "claim")}
+
+
+def test_an_unknown_seat_is_listed_in_wakes(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team, liveness=rules.UNKNOWN)
+
+    report = send(writer, team, "anyone?", type="QUESTION")
+
+    assert report["wakes"] == [api.name]
+
+
+def test_an_entry_to_a_seat_wakes_that_seat_only(team):
+    writer = make_seat("web", team)
+    api_one = make_seat("api", team)
+    make_seat("api", team)
+    make_seat("docs", team)
+
+    report = send(writer, team, "your tests fail.", to=[api_one.name])
+
+    assert report["wakes"] == [api_one.name]
+    assert decisions_of(report) == {api_one.name: (True, "addressed")}
+
+
+def test_an_entry_to_an_agent_wakes_all_its_seats(team):
+    writer = make_seat("web", team)
+    api_one = make_seat("api", team)
+    api_two = make_seat("api", team)
+    make_seat("docs", team)
+
+    report = send(writer, team, "your tests fail.", to=["api"])
+
+    assert report["wakes"] == sorted([api_one.name, api_two.name])
+
+
+def test_a_single_addressee_given_as_a_string_is_one_name_not_its_letters(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+
+    report = send(writer, team, "ping.", to="api")
+
+    assert (report["to"], report["wakes"]) == (["api"], [api.name])
+
+
+def test_an_entry_to_an_agent_reaches_its_remote_seats_by_the_name_without_the_device(team):
+    writer = make_seat("web", team)
+    remote = make_seat("api@macmini", team)
+
+    report = send(writer, team, "ping.", to=["api"])
+
+    assert report["wakes"] == [remote.name]
+
+
+def test_the_sender_is_never_woken_by_its_own_entry(team):
+    writer = make_seat("web", team)
+    sibling = make_seat("web", team)
+
+    report = send(writer, team, "note to my agent.", to=["web"])
+
+    assert report["wakes"] == [sibling.name]
+    assert writer.name not in decisions_of(report)
+
+
+def test_an_answer_with_re_wakes_the_one_who_asked_and_nobody_else(team):
+    asker = make_seat("web", team)
+    answerer = make_seat("api", team)
+    make_seat("docs", team)
+    question = send(asker, team, "which port?", type="QUESTION")
+
+    answer = send(answerer, team, "9315.", type="ANSWER", re=question["id"])
+
+    assert answer["wakes"] == [asker.name]
+    assert decisions_of(answer) == {asker.name: (True, "reply")}
+
+
+def test_a_quiet_seat_is_not_woken_but_can_read_the_entry(team):
+    writer = make_seat("web", team)
+    quiet = make_seat("api", team)
+    services.set_quiet(seat=quiet, duration="2h")
+
+    report = send(writer, team, "please review.", type="REQUEST")
+
+    assert report["wakes"] == []
+    assert decisions_of(report) == {quiet.name: (False, "quiet")}
+    inbox = services.read_inbox(seat=quiet, room="team")
+    assert ids(inbox) == [report["id"]]
+    assert inbox["entries"][0]["wakes"] is False
+
+
+def test_an_expired_quiet_is_absent(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    Seat.objects.filter(pk=reader.pk).update(
+        quiet=True, quiet_until=timezone.now() - timedelta(minutes=1)
+    )
+
+    report = send(writer, team, "please review.", type="REQUEST")
+
+    assert report["wakes"] == [reader.name]
+    [api] = [a for a in services.agents_projection()["agents"] if a["agent"] == "api"]
+    assert api["seats"][0]["quiet"] is False
+
+
+def test_a_gone_seat_is_not_listed_in_wakes_but_its_decision_is_recorded(team):
+    writer = make_seat("web", team)
+    gone = make_seat("api", team, liveness=rules.GONE)
+
+    report = send(writer, team, "please review.", type="REQUEST")
+
+    assert report["wakes"] == []
+    assert decisions_of(report) == {gone.name: (True, "claim")}
+
+
+def test_a_parted_seat_is_neither_woken_nor_recorded(team):
+    writer = make_seat("web", team)
+    parted = make_seat("api", team)
+    services.part_room(seat=parted, room="team")
+
+    report = send(writer, team, "anyone?", type="QUESTION")
+
+    assert report["wakes"] == []
+    assert decisions_of(report) == {}
+
+
+def test_focus_never_changes_who_is_woken(team):
+    writer = make_seat("web", team)
+    busy = make_seat("api", team)
+    services.declare_focus(seat=busy, text="deep in the migration", phase="blocked")
+
+    report = send(writer, team, "anyone?", type="QUESTION")
+
+    assert report["wakes"] == [busy.name]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_doorbell_rings_the_woken_seats_only_after_the_entry_is_committed(monkeypatch):
+    team = make_room("team")
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    rung = []
+    monkeypatch.setattr(
+        doorbell, "ring", lambda *, entry_id, seat_ids: rung.append((str(entry_id), seat_ids))
+    )
+
+    with transaction.atomic():
+        report = send(writer, team, "anyone?", type="QUESTION")
+        before_commit = list(rung)
+
+    assert before_commit == []
+    assert rung == [(report["id"], [api.pk])]
+
+
+# ---------------------------------------------------------------- §5 what send answers
+
+
+def test_the_send_report_has_the_documented_keys_and_the_server_fills_in_sender_and_time(team):
+    writer = make_seat("web", team)
+    before = timezone.now()
+
+    report = send(writer, team, "hello.")
+
+    assert set(report) == {"id", "ts", "room", "from", "type", "to", "wakes", "notice"}
+    entry = entry_of(report)
+    assert (entry.sender, entry.sender_agent, report["from"]) == (writer.name, "web", writer.name)
+    assert before - timedelta(milliseconds=1) <= entry.ts <= timezone.now()
+    assert entry.ts.microsecond % 1000 == 0
+    assert report["ts"].endswith("Z") and len(report["ts"]) == len("2026-01-01T00:00:00.000Z")
+
+
+def test_meta_source_ts_and_id_are_ignored(team):
+    writer = make_seat("web", team)
+
+    report = send(
+        writer,
+        team,
+        "hello.",
+        meta={"source": "boss", "from": "boss", "ts": "1999-01-01", "id": "x", "ticket": "T-1"},
+    )
+
+    entry = entry_of(report)
+    assert entry.meta == {"ticket": "T-1"}
+    assert entry.sender == writer.name
+    assert entry.ts.year > 1999
+
+
+def test_an_addressee_with_no_live_seat_is_told_the_entry_waits(team):
+    writer = make_seat("web", team)
+    make_seat("api", team, liveness=rules.GONE)
+
+    report = send(writer, team, "when you are back: rebase.", to=["api"])
+
+    assert any('"api" has no live session' in n and "waits" in n for n in report["notice"])
+
+
+def test_a_quiet_addressee_is_named_with_until_when(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    services.set_quiet(seat=api, duration="2h")
+
+    report = send(writer, team, "rebase please.", to=["api"])
+
+    assert report["wakes"] == []
+    assert any('"api" is quiet until' in n for n in report["notice"])
+
+
+def test_a_long_entry_is_reported_as_read_in_full_by_every_seat(team, settings):
+    settings.LONG_CHARS = 100
+    writer = make_seat("web", team)
+
+    report = send(writer, team, "x" * 101)
+
+    assert any("101 characters long (over 100)" in n for n in report["notice"])
+
+
+def test_a_caller_without_a_session_writes_as_the_bare_agent_name_and_is_warned(team):
+    cron = make_seat("nightly", session=None)
+
+    report = send(cron, team, "backup done.")
+
+    assert report["from"] == "nightly"
+    assert "bare agent name" in report["warning"]
+
+
+# ---------------------------------------------------------------- §4/§5 refusals
+
+
+def test_a_misspelt_addressee_fails_the_send_and_lists_the_room_names(team):
+    writer = make_seat("web", team)
+    api = make_seat("api-service", team)
+
+    with pytest.raises(services.UnknownAddressee) as refused:
+        send(writer, team, "hello.", to=["api-servise"])
+
+    assert refused.value.names[0] == "api-service"
+    assert set(refused.value.names) == {"web", writer.name, "api-service", api.name}
+    assert "api-service" in str(refused.value) and writer.name in str(refused.value)
+    assert Entry.objects.count() == 0
+    assert Room.objects.get(name="team").last_seq == 0
+
+
+def test_an_addressee_who_has_parted_the_room_is_still_a_known_name(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    services.part_room(seat=api, room="team")
+
+    report = send(writer, team, "for when you come back.", to=[api.name])
+
+    assert entry_of(report).to == [api.name]
+
+
+def test_an_alias_is_resolved_and_the_real_name_is_stored(team, settings):
+    settings.ALIASES = {"api": "api-service"}
+    writer = make_seat("web", team)
+    api = make_seat("api-service", team)
+
+    report = send(writer, team, "ping.", to=["api"])
+
+    assert report["to"] == ["api-service"]
+    assert entry_of(report).to == ["api-service"]
+    assert report["wakes"] == [api.name]
+
+
+def test_writing_into_a_room_that_does_not_exist_fails_and_lists_the_rooms(team):
+    writer = make_seat("web", team)
+
+    with pytest.raises(services.UnknownRoom) as refused:
+        send(writer, "teem", "hello.")
+
+    assert refused.value.rooms == ["salon", "team"]
+    assert "salon, team" in str(refused.value) and "--create teem" in str(refused.value)
+    assert not Room.objects.filter(name="teem").exists()
+    assert Entry.objects.count() == 0
+
+
+def test_send_with_create_opens_the_room(team):
+    writer = make_seat("web", team)
+
+    report = send(writer, "new-room", "first.", create=True)
+
+    assert entry_of(report).room.name == "new-room"
+
+
+def test_an_unknown_re_is_refused(team):
+    writer = make_seat("web", team)
+
+    with pytest.raises(RuleError, match="names no entry of room 'team'"):
+        send(writer, team, "re what?", re="0190d9a0-0000-7000-8000-000000000000")
+
+    assert Entry.objects.count() == 0
+
+
+def test_a_re_naming_an_entry_of_another_room_is_refused(team):
+    writer = make_seat("web", team, make_room("other"))
+    elsewhere = send(writer, "other", "over there.")
+
+    with pytest.raises(RuleError, match="same room"):
+        send(writer, team, "re that.", re=elsewhere["id"])
+
+
+def test_a_re_may_name_the_earlier_entry_by_its_ts(team):
+    asker = make_seat("web", team)
+    answerer = make_seat("api", team)
+    question = send(asker, team, "which port?", type="QUESTION")
+
+    answer = send(answerer, team, "9315.", type="ANSWER", re=question["ts"])
+
+    assert str(entry_of(answer).re) == question["id"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rule"),
+    [
+        ({"text": ""}, "content is empty"),
+        ({"text": "  \n "}, "content is empty"),
+        ({"text": "hi", "type": "NOTE"}, "unknown entry type"),
+        ({"text": "x" * (64 * 1024 + 1)}, "over the limit of 65536 bytes"),
+        ({"text": "é" * (32 * 1024 + 1)}, "over the limit of 65536 bytes"),
+        ({"text": "hi", "meta": ["a"]}, "meta must be a JSON object"),
+        ({"text": "hi", "meta": {f"k{i}": i for i in range(33)}}, "over the limit of 32"),
+        ({"text": "hi", "meta": {"n": math.nan}}, "not JSON-serializable"),
+        ({"text": "hi", "to": ["a b"]}, "addressee name"),
+    ],
+    ids=[
+        "empty",
+        "blank",
+        "unknown-type",
+        "over-64KiB",
+        "over-64KiB-in-utf8",
+        "meta-not-object",
+        "meta-33-keys",
+        "meta-nan",
+        "bad-addressee-name",
+    ],
+)
+def test_a_bad_entry_is_refused_naming_the_rule_and_nothing_is_stored(team, kwargs, rule):
+    writer = make_seat("web", team)
+
+    with pytest.raises(RuleError, match=rule):
+        services.send_entry(seat=writer, room="team", **kwargs)
+
+    assert Entry.objects.count() == 0
+
+
+def test_content_of_exactly_64_kib_is_accepted(team):
+    writer = make_seat("web", team)
+
+    report = send(writer, team, "x" * (64 * 1024))
+
+    assert len(entry_of(report).content) == 64 * 1024
+
+
+def test_the_type_is_case_insensitive_and_stored_upper_case(team):
+    writer = make_seat("web", team)
+
+    report = send(writer, team, "hm?", type="question")
+
+    assert entry_of(report).type == "QUESTION"
+
+
+@pytest.mark.parametrize(
+    ("meta", "stored"),
+    [(None, "FACT"), ({"kind": "question"}, "QUESTION"), ({"kind": "ack"}, "ANSWER")],
+)
+def test_a_send_without_a_type_stores_fact_unless_meta_kind_says_otherwise(team, meta, stored):
+    writer = make_seat("web", team)
+
+    report = send(writer, team, "hi.", meta=meta)
+
+    assert entry_of(report).type == stored
+
+
+def test_a_seat_in_several_rooms_must_name_the_room_and_the_error_lists_them(team):
+    writer = make_seat("web", team, make_room("ops"))
+
+    with pytest.raises(RuleError, match=r"several rooms \(ops, team\): name the room"):
+        services.send_entry(seat=writer, text="hello.")
+
+    assert Entry.objects.count() == 0
+
+
+def test_the_several_rooms_error_suggests_the_one_room_holding_the_addressee(team):
+    writer = make_seat("web", team, make_room("ops"))
+    make_seat("api", team)
+
+    with pytest.raises(RuleError, match="perhaps room=team"):
+        services.send_entry(seat=writer, text="hello.", to=["api"])
+
+
+def test_a_seat_in_one_room_need_not_name_it(team):
+    writer = make_seat("web", team)
+
+    report = services.send_entry(seat=writer, text="hello.")
+
+    assert report["room"] == "team"
+
+
+def test_a_seat_in_no_room_writes_into_the_default_room():
+    cron = make_seat("nightly", session=None)
+
+    report = services.send_entry(seat=cron, text="backup done.")
+
+    assert report["room"] == "salon"
+
+
+def test_a_non_member_can_write_into_a_room_and_is_not_a_reader_there(team):
+    hook = make_seat("ci", session=None)
+    reader = make_seat("web", team)
+
+    report = send(hook, team, "deploy failed?", type="QUESTION")
+
+    assert report["wakes"] == [reader.name]
+    assert not Membership.objects.filter(seat=hook).exists()
+
+
+def test_two_entries_in_the_same_millisecond_keep_their_send_order(team, monkeypatch):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    frozen = timezone.now()
+    monkeypatch.setattr(services, "now", lambda: frozen)
+
+    first = send(writer, team, "first.")
+    second = send(writer, team, "second.")
+
+    assert first["ts"] == second["ts"]
+    assert ids(services.read_inbox(seat=reader, room="team")) == [first["id"], second["id"]]
+    assert ids(services.read_history(seat=reader, room="team")) == [first["id"], second["id"]]
+
+
+def test_entries_of_a_room_are_numbered_in_send_order_without_gaps(team):
+    writer = make_seat("web", team)
+
+    seqs = [entry_of(send(writer, team, f"n{i}.")).seq for i in range(3)]
+
+    assert seqs == [1, 2, 3]
+    assert Room.objects.get(name="team").last_seq == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sends_into_one_room_get_distinct_consecutive_numbers():
+    team = make_room("team")
+    writers = [make_seat(f"w{i}", team) for i in range(4)]
+    failures: list[BaseException] = []
+
+    def write(seat):
+        try:
+            for n in range(10):
+                send(seat, "team", f"{seat.name} {n}.")
+        except BaseException as exc:  # reported below; a thread cannot fail the test
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=write, args=(seat,)) for seat in writers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert failures == []
+    seqs = sorted(Entry.objects.filter(room=team).values_list("seq", flat=True))
+    assert seqs == list(range(1, 41))
+    assert Room.objects.get(pk=team.pk).last_seq == 40
+    ordered = Entry.objects.filter(room=team).order_by("seq").values_list("ts", flat=True)
+    assert list(ordered) == sorted(ordered)
+
+
+# ---------------------------------------------------------------- §6 reading
+
+
+def test_an_entry_addressed_to_another_seat_is_readable_but_neither_for_me_nor_waking(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    bystander = make_seat("docs", team)
+
+    report = send(writer, team, "your tests fail.", to=[api.name])
+
+    [entry] = services.read_inbox(seat=bystander, room="team")["entries"]
+    assert entry["id"] == report["id"]
+    assert (entry["forMe"], entry["wakes"]) == (False, False)
+
+
+def test_an_entry_for_me_is_marked_for_me_and_waking(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    send(writer, team, "your tests fail.", to=["api"])
+
+    [entry] = services.read_inbox(seat=api, room="team")["entries"]
+
+    assert (entry["forMe"], entry["wakes"], entry["sibling"]) == (True, True, False)
+
+
+def test_an_entry_by_another_seat_of_my_agent_is_marked_sibling(team):
+    writer = make_seat("web", team)
+    sibling = make_seat("web", team)
+    send(writer, team, "I took the migration.")
+
+    [entry] = services.read_inbox(seat=sibling, room="team")["entries"]
+
+    assert entry["sibling"] is True
+
+
+def test_inbox_moves_the_cursor_only_over_returned_entries_and_more_counts_the_rest(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    sent = [send(writer, team, f"n{i}.")["id"] for i in range(5)]
+
+    first = services.read_inbox(seat=reader, room="team", limit=2)
+
+    assert ids(first) == sent[:2]
+    assert (first["more"], first["unread"]) == (3, 5)
+    assert cursor_of(reader, Room.objects.get(name="team")) == entry_of({"id": sent[1]}).seq
+    assert ids(services.read_inbox(seat=reader, room="team", limit=2)) == sent[2:4]
+
+
+def test_inbox_leaves_out_own_entries(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(reader, team, "mine.")
+    theirs = send(writer, team, "theirs.")
+
+    assert ids(services.read_inbox(seat=reader, room="team")) == [theirs["id"]]
+
+
+def test_peek_never_moves_the_cursor(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    report = send(writer, team, "hello.")
+
+    peeked = services.read_inbox(seat=reader, room="team", advance=False)
+
+    assert ids(peeked) == [report["id"]]
+    assert cursor_of(reader, team) == 0
+
+
+def test_history_never_moves_the_cursor(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(writer, team, "hello.")
+
+    services.read_history(seat=reader, room="team")
+
+    assert cursor_of(reader, team) == 0
+
+
+def test_unread_moves_the_cursor_back_over_the_last_entries_read(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    sent = [send(writer, team, f"n{i}.")["id"] for i in range(3)]
+    services.read_inbox(seat=reader, room="team")
+
+    marked = services.mark_unread(seat=reader, room="team", count=2)
+
+    assert marked["markedUnread"] == 2
+    assert ids(services.read_inbox(seat=reader, room="team")) == sent[1:]
+
+
+def test_history_holds_the_last_entries_including_own_oldest_first(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    sent = [send(writer, team, "a.")["id"], send(reader, team, "b.")["id"]]
+    sent.append(send(writer, team, "c.")["id"])
+
+    assert ids(services.read_history(seat=reader, room="team", limit=2)) == sent[1:]
+
+
+def test_history_from_a_name_holds_only_that_writer(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    mine = send(writer, team, "a.")["id"]
+    send(reader, team, "b.")
+
+    assert ids(services.read_history(seat=reader, room="team", sender="web")) == [mine]
+
+
+def test_a_new_seat_gets_its_siblings_last_hour_entries_as_unread_but_not_older_history(team):
+    other = make_seat("api", team)
+    sibling = make_seat("web", team)
+    old = [send(other, team, "old 1.")["id"], send(sibling, team, "old 2.")["id"]]
+    Entry.objects.filter(id__in=old).update(ts=timezone.now() - timedelta(hours=2))
+    send(other, team, "recent, before the sibling spoke.")
+    recent = [send(sibling, team, "recent 1.")["id"], send(other, team, "recent 2.")["id"]]
+    services.read_inbox(seat=sibling, room="team")
+
+    newcomer = make_seat("web", team)
+
+    assert ids(services.read_inbox(seat=newcomer, room="team")) == recent
+
+
+def test_a_new_seat_inherits_its_siblings_position_when_they_wrote_nothing_lately(team):
+    other = make_seat("api", team)
+    sibling = make_seat("web", team)
+    send(other, team, "read by the sibling.")
+    services.read_inbox(seat=sibling, room="team")
+    later = send(other, team, "not yet read by anyone of web.")
+
+    newcomer = make_seat("web", team)
+
+    assert ids(services.read_inbox(seat=newcomer, room="team")) == [later["id"]]
+
+
+def test_with_no_sibling_everything_in_the_room_is_unread(team):
+    writer = make_seat("api", team)
+    sent = [send(writer, team, f"n{i}.")["id"] for i in range(3)]
+    Entry.objects.filter(id=sent[0]).update(ts=timezone.now() - timedelta(days=30))
+
+    newcomer = make_seat("web", team)
+
+    assert ids(services.read_inbox(seat=newcomer, room="team")) == sent
+
+
+def test_a_new_seat_keeps_unread_what_a_sibling_wrote_without_being_a_member(team):
+    other = make_seat("api", team)
+    sibling = make_seat("web", team)
+    send(other, team, "read by the sibling.")
+    services.read_inbox(seat=sibling, room="team")
+    by_cron = send(make_seat("web", session=None), team, "nightly build of web is red.")
+    services.read_inbox(seat=sibling, room="team")
+
+    newcomer = make_seat("web", team)
+
+    assert ids(services.read_inbox(seat=newcomer, room="team")) == [by_cron["id"]]
+
+
+LONG = ("This is a sentence of the entry. " * 10 + "\n\n") * 5
+
+
+def test_a_long_non_waking_entry_is_clipped_at_a_sentence_or_paragraph_break(team, settings):
+    settings.INBOX_CHARS = 100
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(writer, team, LONG, type="FACT")
+
+    [entry] = services.read_inbox(seat=reader, room="team")["entries"]
+
+    kept, _, tail = entry["content"].partition(" … +")
+    assert kept.endswith("entry.") and len(kept) <= 100
+    assert tail == f"{len(LONG) - len(kept)} characters — history for the whole entry"
+    assert entry["clipped"] == len(LONG)
+
+
+def test_a_long_waking_entry_is_never_clipped(team, settings):
+    settings.INBOX_CHARS = 100
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(writer, team, LONG, type="QUESTION")
+
+    [entry] = services.read_inbox(seat=reader, room="team")["entries"]
+
+    assert entry["content"] == LONG
+    assert "clipped" not in entry
+
+
+def test_history_is_never_clipped(team, settings):
+    settings.INBOX_CHARS = 100
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(writer, team, LONG, type="FACT")
+
+    [entry] = services.read_history(seat=reader, room="team")["entries"]
+
+    assert entry["content"] == LONG
+
+
+def test_unread_counts_split_unread_for_me_and_waking(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(writer, team, "fyi.")
+    send(writer, team, "to docs.", to=[make_seat("docs", team).name])
+    send(writer, team, "to you.", to=["api"])
+    send(writer, team, "anyone?", type="QUESTION")
+
+    [counts] = services.unread_counts(seat=reader)
+
+    assert counts == {"room": "team", "unread": 4, "unreadForMe": 3, "unreadWaking": 2}
+
+
+def test_reading_a_room_the_seat_is_not_in_is_refused(team):
+    outsider = make_seat("web", make_room("ops"))
+
+    with pytest.raises(services.NotAMember, match="join it first"):
+        services.read_inbox(seat=outsider, room="team")
+
+
+# ---------------------------------------------------------------- §7 focus, quiet
+
+
+def test_an_unknown_phase_is_refused_listing_the_five(team):
+    seat = make_seat("web", team)
+
+    with pytest.raises(RuleError, match="explore, plan, apply, verify, blocked"):
+        services.declare_focus(seat=seat, text="the parser", phase="coding")
+
+
+def test_a_phase_alone_re_declares_the_standing_sentence(team):
+    seat = make_seat("web", team)
+    services.declare_focus(seat=seat, text="the parser", files=["p.py"], phase="plan")
+
+    focus = services.declare_focus(seat=seat, phase="apply")["focus"]
+
+    assert (focus["text"], focus["files"], focus["phase"]) == ("the parser", ["p.py"], "apply")
+
+
+def test_files_given_as_one_comma_separated_string_are_a_list_of_files(team):
+    seat = make_seat("web", team)
+
+    focus = services.declare_focus(seat=seat, text="the parser", files="a.py, b.py")["focus"]
+
+    assert focus["files"] == ["a.py", "b.py"]
+
+
+def test_a_phase_alone_with_no_sentence_is_refused(team):
+    seat = make_seat("web", team)
+
+    with pytest.raises(RuleError, match="no focus to re-declare"):
+        services.declare_focus(seat=seat, phase="apply")
+
+
+def test_a_new_sentence_drops_the_old_phase(team):
+    seat = make_seat("web", team)
+    services.declare_focus(seat=seat, text="the parser", phase="verify")
+
+    focus = services.declare_focus(seat=seat, text="the lexer")["focus"]
+
+    assert (focus["text"], focus["phase"]) == ("the lexer", None)
+
+
+def test_a_focus_older_than_four_hours_is_stale_but_still_reported(team):
+    seat = make_seat("web", team)
+    services.declare_focus(seat=seat, text="the parser")
+    Seat.objects.filter(pk=seat.pk).update(focus_ts=timezone.now() - timedelta(hours=4, minutes=1))
+
+    focus = services.declare_focus(seat=seat)["focus"]
+
+    assert (focus["text"], focus["stale"]) == ("the parser", True)
+    assert services.agents_projection()["agents"][0]["seats"][0]["focus"]["stale"] is True
+
+
+def test_a_fresh_focus_is_not_stale(team):
+    seat = make_seat("web", team)
+
+    focus = services.declare_focus(seat=seat, text="the parser")["focus"]
+
+    assert focus["stale"] is False
+
+
+def test_an_empty_sentence_clears_the_focus(team):
+    seat = make_seat("web", team)
+    services.declare_focus(seat=seat, text="the parser", phase="plan")
+
+    cleared = services.declare_focus(seat=seat, text="")
+
+    assert cleared["focus"] is None
+    assert services.declare_focus(seat=seat)["focus"] is None
+
+
+def test_quiet_for_a_while_reports_until_when_and_off_ends_it(team):
+    seat = make_seat("web", team)
+
+    quiet = services.set_quiet(seat=seat, duration="90m")
+    off = services.set_quiet(seat=seat, off=True)
+
+    assert quiet["quiet"] is True
+    assert quiet["quietUntil"] > services.iso(timezone.now() + timedelta(minutes=89))
+    assert (off["quiet"], off["quietUntil"]) == (False, None)
+
+
+def test_a_quiet_with_no_expiry_shows_quiet_with_no_until_in_agents(team):
+    seat = make_seat("web", team)
+    services.set_quiet(seat=seat)
+
+    [shown] = services.agents_projection()["agents"][0]["seats"]
+
+    assert (shown["quiet"], shown["quietUntil"]) == (True, None)
+
+
+# ---------------------------------------------------------------- §7 agents, liveness
+
+AGENTS_TOP = {"schema", "generatedAt", "agents"}
+AGENT_KEYS = {"agent", "host", "rooms", "lastSeen", "silentMinutes", "seats"}
+SEAT_KEYS = {
+    "seat",
+    "session",
+    "liveness",
+    "lastSeen",
+    "lastWrote",
+    "quiet",
+    "quietUntil",
+    "focus",
+}
+FOCUS_KEYS = {"text", "files", "phase", "ts", "stale"}
+
+
+def test_the_agents_projection_has_exactly_the_pinned_key_set(team):
+    seat = make_seat("web", team)
+    make_seat("api", team)
+    services.declare_focus(seat=seat, text="the parser", files=["p.py"], phase="plan")
+
+    projection = services.agents_projection()
+
+    assert set(projection) == AGENTS_TOP
+    assert projection["schema"] == "salon.agents/1"
+    for agent in projection["agents"]:
+        assert set(agent) == AGENT_KEYS
+        for shown in agent["seats"]:
+            assert set(shown) == SEAT_KEYS
+    web = next(a for a in projection["agents"] if a["agent"] == "web")
+    assert set(web["seats"][0]["focus"]) == FOCUS_KEYS
+
+
+def test_the_agents_projection_lists_each_agent_with_its_rooms_and_seats(team):
+    one = make_seat("web", team)
+    two = make_seat("web", make_room("ops"))
+    make_seat("api", team)
+
+    web = next(a for a in services.agents_projection()["agents"] if a["agent"] == "web")
+
+    assert web["rooms"] == ["ops", "team"]
+    assert [s["seat"] for s in web["seats"]] == sorted([one.name, two.name])
+
+
+@pytest.mark.parametrize(
+    ("last_seen_ago", "stream_open", "liveness"),
+    [
+        (timedelta(seconds=30), False, "live"),
+        (timedelta(minutes=2), False, "live"),
+        (timedelta(minutes=3), False, "unknown"),
+        (timedelta(minutes=29), False, "unknown"),
+        (timedelta(minutes=30), False, "gone"),
+        (timedelta(days=3), True, "live"),
+    ],
+    ids=["30s", "2min", "3min", "29min", "30min", "open-stream"],
+)
+def test_liveness_crosses_from_live_to_unknown_to_gone(team, last_seen_ago, stream_open, liveness):
+    seat = make_seat("web", team)
+    at = timezone.now()
+    Seat.objects.filter(pk=seat.pk).update(
+        last_seen=at - last_seen_ago, live_until=at + timedelta(seconds=30) if stream_open else None
+    )
+
+    [shown] = services.agents_projection(at=at)["agents"][0]["seats"]
+
+    assert shown["liveness"] == liveness
+
+
+def test_keep_live_makes_a_seat_live_and_end_live_lets_it_fall_back(team):
+    seat = make_seat("web", team, liveness=rules.GONE)
+
+    services.keep_live(seat=seat)
+    live = services.seat_liveness(Seat.objects.get(pk=seat.pk))
+    services.end_live(seat=seat)
+    Seat.objects.filter(pk=seat.pk).update(last_seen=timezone.now() - timedelta(minutes=10))
+
+    assert (live, services.seat_liveness(Seat.objects.get(pk=seat.pk))) == ("live", "unknown")
+
+
+def test_touch_with_a_minimum_interval_writes_at_most_that_often(team):
+    seat = make_seat("web", team)
+
+    assert services.touch(seat=seat, min_interval=timedelta(minutes=1)) is False
+    Seat.objects.filter(pk=seat.pk).update(last_seen=timezone.now() - timedelta(minutes=2))
+    assert services.touch(seat=seat, min_interval=timedelta(minutes=1)) is True
+
+
+def test_silent_minutes_counts_from_the_agents_last_write(team):
+    seat = make_seat("web", team)
+    send(seat, team, "hello.")
+    Seat.objects.filter(pk=seat.pk).update(last_wrote=timezone.now() - timedelta(minutes=42))
+
+    [web] = services.agents_projection()["agents"]
+
+    assert web["silentMinutes"] == 42
+
+
+# ---------------------------------------------------------------- §3 rooms
+
+
+def test_archive_is_refused_while_a_live_seat_is_in_the_room(team):
+    seat = make_seat("web", team)
+
+    with pytest.raises(RuleError, match=f"live seats \\({seat.name}\\).*--force"):
+        services.archive_room(name="team")
+
+    assert Room.objects.get(name="team").archived_at is None
+
+
+def test_archive_with_force_retires_a_room_with_live_seats(team):
+    make_seat("web", team)
+
+    services.archive_room(name="team", force=True)
+
+    assert Room.objects.get(name="team").archived_at is not None
+
+
+def test_a_room_with_only_gone_seats_can_be_archived(team):
+    make_seat("web", team, liveness=rules.GONE)
+
+    result = services.archive_room(name="team")
+
+    assert result["room"] == "team"
+
+
+def test_an_archived_room_is_hidden_from_list_rooms_and_shown_by_archived(team):
+    services.archive_room(name="team")
+
+    assert [r["room"] for r in services.list_rooms()] == ["salon"]
+    assert [r["room"] for r in services.list_rooms(archived=True)] == ["team"]
+
+
+def test_an_archived_room_refuses_send_and_inbox(team):
+    seat = make_seat("web", team)
+    services.archive_room(name="team", force=True)
+
+    with pytest.raises(services.UnknownRoom):
+        send(seat, team, "hello.")
+    with pytest.raises(services.UnknownRoom):
+        services.read_inbox(seat=seat, room="team")
+
+
+def test_archiving_keeps_every_entry(team):
+    writer = make_seat("web", team)
+    sent = {send(writer, team, f"n{i}.")["id"] for i in range(3)}
+    set_liveness(writer, rules.GONE)
+
+    result = services.archive_room(name="team")
+
+    assert result["entriesKept"] == 3
+    assert set(map(str, Entry.objects.values_list("id", flat=True))) == sent
+
+
+def test_restore_brings_an_archived_room_back_with_its_entries(team):
+    reader = make_seat("api", team)
+    writer = make_seat("web", team)
+    report = send(writer, team, "before the archive.")
+    services.archive_room(name="team", force=True)
+
+    services.restore_room(name="team")
+
+    assert "team" in [r["room"] for r in services.list_rooms()]
+    assert ids(services.read_inbox(seat=reader, room="team")) == [report["id"]]
+
+
+def test_the_default_room_cannot_be_archived():
+    with pytest.raises(RuleError, match="default room"):
+        services.archive_room(name="salon", force=True)
+
+    assert Room.objects.get(name="salon").archived_at is None
+
+
+def test_creating_an_archived_room_is_refused_pointing_to_restore(team):
+    services.archive_room(name="team")
+
+    with pytest.raises(RuleError, match="--restore team"):
+        services.create_room(name="team")
+
+
+def test_list_rooms_counts_entries_seats_and_live_seats(team):
+    writer = make_seat("web", team)
+    gone = make_seat("api", team, liveness=rules.GONE)
+    send(writer, team, "one.")
+    send(writer, team, "two.")
+
+    [listed] = [r for r in services.list_rooms() if r["room"] == "team"]
+
+    assert listed["entries"] == 2
+    assert listed["seats"] == sorted([writer.name, gone.name])
+    assert listed["live"] == [writer.name]
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x" * 65, "a..b", "room/1"])
+def test_a_bad_room_name_is_refused_before_storage(name):
+    with pytest.raises(RuleError, match="room name"):
+        services.create_room(name=name)
+
+    assert list(Room.objects.values_list("name", flat=True)) == ["salon"]
+
+
+# ---------------------------------------------------------------- §3 join / part
+
+
+def test_part_keeps_the_membership_row_with_left_at(team):
+    seat = make_seat("web", team)
+
+    services.part_room(seat=seat, room="team")
+
+    membership = Membership.objects.get(seat=seat, room=team)
+    assert membership.left_at is not None
+    assert services.seat_rooms(seat) == []
+
+
+def test_join_of_a_missing_room_fails_listing_the_rooms(team):
+    seat = make_seat("web")
+
+    with pytest.raises(services.UnknownRoom, match="rooms: salon, team"):
+        services.join_room(seat=seat, room="teem")
+
+
+def test_join_with_create_makes_the_room(team):
+    seat = make_seat("web")
+
+    joined = services.join_room(seat=seat, room="fresh", create=True)
+
+    assert joined == {"room": "fresh", "seat": seat.name, "created": True}
+    assert services.seat_rooms(seat) == ["fresh"]
+
+
+def test_check_in_with_join_defaults_adds_the_default_rooms_once(team, settings):
+    settings.AGENT_ROOMS = ["team"]
+    sid = session_id()
+
+    seat = services.check_in(agent="web", session_id=sid, join_defaults=True)
+    again = services.check_in(agent="web", session_id=sid, join_defaults=True)
+
+    assert again.pk == seat.pk
+    assert services.seat_rooms(seat) == ["team"]
+    assert Membership.objects.filter(seat=seat).count() == 1
+
+
+def test_default_rooms_are_never_re_added_after_a_part(team, settings):
+    settings.AGENT_ROOMS = ["team"]
+    sid = session_id()
+    seat = services.check_in(agent="web", session_id=sid, join_defaults=True)
+    services.part_room(seat=seat, room="team")
+
+    services.check_in(agent="web", session_id=sid, join_defaults=True)
+
+    assert services.seat_rooms(seat) == []
+
+
+def test_a_new_seat_with_no_configured_rooms_joins_its_siblings_rooms(team, settings):
+    settings.AGENT_ROOMS = []
+    make_seat("web", team)
+
+    seat = services.check_in(agent="web", session_id=session_id(), join_defaults=True)
+
+    assert services.seat_rooms(seat) == ["team"]
+
+
+def test_the_first_seat_of_an_agent_with_no_configured_rooms_joins_the_default_room(settings):
+    settings.AGENT_ROOMS = []
+
+    seat = services.check_in(agent="web", session_id=session_id(), join_defaults=True)
+
+    assert services.seat_rooms(seat) == ["salon"]
+
+
+def test_a_seat_is_named_by_the_first_8_characters_of_its_session():
+    seat = services.check_in(agent="web", session_id="3f9c1a20-aaaa-bbbb")
+
+    assert seat.name == "web#3f9c1a20"
+
+
+def test_a_second_session_with_the_same_first_8_characters_gets_a_longer_seat_name():
+    first = services.check_in(agent="web", session_id="3f9c1a20-aaaa-bbbb")
+    second = services.check_in(agent="web", session_id="3f9c1a20-cccc-dddd")
+
+    assert (first.name, second.name) == ("web#3f9c1a20", "web#3f9c1a20-ccc")
+
+
+def test_an_agent_name_holding_a_hash_is_refused():
+    with pytest.raises(RuleError, match="separates the agent"):
+        services.check_in(agent="web#1")
+
+    assert not Seat.objects.exists()
+
+
+# ---------------------------------------------------------------- §7 prune
+
+
+def test_prune_forgets_seats_gone_and_silent_for_days_and_never_an_entry(team):
+    old = make_seat("web", team)
+    send(old, team, "long ago.")
+    long_ago = timezone.now() - timedelta(days=8)
+    Seat.objects.filter(pk=old.pk).update(last_seen=long_ago, last_wrote=long_ago)
+    kept = make_seat("api", team, liveness=rules.GONE)
+
+    result = services.prune(days=7)
+
+    assert result["seats"] == [old.name]
+    assert list(Seat.objects.values_list("name", flat=True)) == [kept.name]
+    assert Entry.objects.get().sender == old.name
+
+
+def test_prune_dry_run_writes_nothing(team):
+    old = make_seat("web", team)
+    long_ago = timezone.now() - timedelta(days=8)
+    Seat.objects.filter(pk=old.pk).update(last_seen=long_ago)
+
+    result = services.prune(days=7, dry_run=True)
+
+    assert (result["seats"], result["dryRun"]) == ([old.name], True)
+    assert Seat.objects.filter(pk=old.pk).exists()
+    assert Membership.objects.filter(seat=old).exists()
+
+
+def test_prune_keeps_a_seat_with_an_open_stream(team):
+    seat = make_seat("web", team)
+    long_ago = timezone.now() - timedelta(days=8)
+    Seat.objects.filter(pk=seat.pk).update(
+        last_seen=long_ago, live_until=timezone.now() + timedelta(seconds=30)
+    )
+
+    assert services.prune(days=7)["seats"] == []
+
+
+# ---------------------------------------------------------------- §4 signatures
+
+
+@pytest.mark.parametrize("path", ["inbox", "peek", "history"])
+def test_a_row_altered_outside_the_bus_reads_as_tampered(team, path):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    report = send(writer, team, "deploy at noon.")
+    Entry.objects.filter(id=report["id"]).update(content="deploy now.")
+
+    if path == "history":
+        result = services.read_history(seat=reader, room="team")
+    else:
+        result = services.read_inbox(seat=reader, room="team", advance=path == "inbox")
+
+    [entry] = result["entries"]
+    assert (entry["tampered"], entry["content"], result["tampered"]) == (True, "deploy now.", 1)
+
+
+def test_an_untouched_entry_reads_as_not_tampered(team):
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(
+        writer,
+        team,
+        'ünïcode, emoji 🎉, quotes " and a\r\nCRLF.',
+        to=["api"],
+        meta={"n": 1, "f": 0.1, "nested": {"b": [1, "x", None, True]}, "é": "ü"},
+    )
+
+    [entry] = services.read_history(seat=reader, room="team")["entries"]
+
+    assert entry["tampered"] is False
+
+
+@pytest.mark.parametrize("number", [1.0, 1e20, 1.5e300, -0.0, 2**70, 1e-7, 123456.789], ids=repr)
+def test_numbers_in_meta_read_back_as_not_tampered(team, number):
+    writer = make_seat("web", team)
+    send(writer, team, "with a number.", meta={"n": number, "list": [number]})
+
+    [entry] = services.read_history(seat=writer, room="team")["entries"]
+
+    assert entry["tampered"] is False
+
+
+def test_content_holding_a_nul_character_is_refused_naming_the_rule(team):
+    writer = make_seat("web", team)
+
+    with pytest.raises(RuleError, match="NUL"):
+        send(writer, team, "a\x00b")
+
+    assert Entry.objects.count() == 0
+
+
+def test_meta_holding_a_nul_character_is_refused_naming_the_rule(team):
+    writer = make_seat("web", team)
+
+    with pytest.raises(RuleError, match="NUL"):
+        send(writer, team, "hi.", meta={"k": "a\x00b"})
+
+    assert Entry.objects.count() == 0
+
+
+# ---------------------------------------------------------------- §9 tokens
+
+
+def test_a_label_with_no_token_needs_none():
+    assert services.token_problem(label="web", token=None) is None
+
+
+def test_a_label_with_a_token_refuses_a_call_without_one():
+    services.issue_token(label="web")
+
+    problem = services.token_problem(label="web", token=None)
+
+    assert "needs a bearer token" in problem and "salon token issue web" in problem
+
+
+def test_a_label_with_a_token_refuses_a_wrong_one():
+    services.issue_token(label="web")
+
+    problem = services.token_problem(label="web", token="salon_wrong")
+
+    assert "not valid for label 'web'" in problem
+
+
+def test_a_label_with_a_token_accepts_the_right_one():
+    token = services.issue_token(label="web")
+
+    assert services.token_problem(label="web", token=token) is None
+
+
+def test_a_token_of_another_label_is_refused():
+    services.issue_token(label="web")
+    other = services.issue_token(label="api")
+
+    assert services.token_problem(label="web", token=other) is not None
+
+
+def test_a_revoked_token_is_refused_once_a_new_one_is_issued():
+    old = services.issue_token(label="web")
+    assert services.revoke_tokens(label="web") == 1
+    new = services.issue_token(label="web")
+
+    assert services.token_problem(label="web", token=old) is not None
+    assert services.token_problem(label="web", token=new) is None
+
+
+def test_require_tokens_requires_one_for_any_label(settings):
+    settings.REQUIRE_TOKENS = True
+
+    assert "needs a bearer token" in services.token_problem(label="web", token=None)
+
+
+def test_require_tokens_refuses_a_caller_without_a_label_saying_how_to_fix_it(settings):
+    settings.REQUIRE_TOKENS = True
+
+    assert "?label=" in services.token_problem(label=None, token="salon_anything")
+
+
+def test_tokens_are_stored_hashed_and_listed_by_label():
+    token = services.issue_token(label="web")
+    services.issue_token(label="web")
+
+    assert not Token.objects.filter(token_hash__contains=token[6:]).exists()
+    assert [(t["label"], t["tokens"]) for t in services.list_tokens()] == [("web", 2)]
+
+
+# ---------------------------------------------------------------- §6 cost
+
+
+def _plan(queryset) -> str:
+    return queryset.explain()
+
+
+def _sqlite_index_on(table: str, columns: list[str]) -> str:
+    """The name SQLite gave the index on exactly `columns` (a UniqueConstraint declared in
+    CREATE TABLE becomes `sqlite_autoindex_<table>_N`, not its Django name)."""
+    with connection.cursor() as cursor:
+        for row in cursor.execute(f"PRAGMA index_list('{table}')").fetchall():
+            name = row[1]
+            info = cursor.execute(f"PRAGMA index_info('{name}')").fetchall()
+            if [c[2] for c in sorted(info)] == columns:
+                return name
+    raise AssertionError(f"no index on {table}({', '.join(columns)})")
+
+
+def test_the_inbox_query_uses_the_room_seq_index(team):
+    """The inbox reads `room = R AND seq > cursor ORDER BY seq LIMIT n` through the unique
+    index behind entry_room_seq, so its cost follows the entries returned, not the room.
+
+    Enough rows (two rooms, 3000 entries) and ANALYZE give the planner real statistics: on a
+    near-empty table PostgreSQL rightly prefers a sequential scan, which says nothing."""
+    reader = make_seat("api", team)
+    other = make_room("other")
+    at = timezone.now()
+    Entry.objects.bulk_create(
+        Entry(
+            room=room,
+            seq=seq,
+            ts=at,
+            sender="web",
+            sender_agent="web",
+            type="FACT",
+            content="x",
+            via="cli",
+            signature="-",
+        )
+        for room in (team, other)
+        for seq in range(1, 1501)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    query = services._inbox_query(reader, team, 1400)[:20]
+
+    plan = _plan(query)
+
+    if connection.vendor == "postgresql":
+        assert "Index Scan" in plan and "entry_room_seq" in plan, plan
+    else:
+        assert f"USING INDEX {_sqlite_index_on('bus_entry', ['room_id', 'seq'])}" in plan, plan
+        assert "USE TEMP B-TREE" not in plan, plan
