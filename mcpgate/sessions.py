@@ -15,7 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from bus import rules, services
-from bus.models import Entry, Seat
+from bus.models import Seat
+from mcpgate import tools
 from mcpgate.models import McpSession
 
 # A request refreshes last_active_at at most this often (one write per minute, not per call).
@@ -111,36 +112,10 @@ class HttpBinding:
         return self.session.seat
 
     def status(self) -> dict:
-        seat = self.seat() if self.label else None
-        rooms = services.seat_rooms(seat) if seat else []
-        at = timezone.now()
-        seats = []
-        for other in (
-            Seat.objects.filter(
-                memberships__room__name__in=rooms, memberships__left_at__isnull=True
-            )
-            .select_related("agent")
-            .distinct()
-            .order_by("name")
-        ):
-            seats.append(
-                {
-                    "seat": other.name,
-                    "liveness": services.seat_liveness(other, at),
-                    "rooms": services.seat_rooms(other),
-                }
-            )
-        return {
-            "endpoints": {"mcp": f"{self.base_url}/mcp", "notify": f"{self.base_url}/notify"},
-            "session": {
-                "seat": seat.name if seat else None,
-                "label": self.label or None,
-                "rooms": rooms,
-                "protocolVersion": self.session.protocol_version,
-            },
-            "seats": seats,
-            "entries": Entry.objects.filter(room__name__in=rooms).count() if rooms else 0,
-        }
+        return tools.salon_status(
+            seat=self.seat() if self.label else None, label=self.label,
+            protocol_version=self.session.protocol_version, base_url=self.base_url,
+        )
 
 
 def bind_seat(session: McpSession) -> McpSession:

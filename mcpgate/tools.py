@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from django.conf import settings
+from django.utils import timezone
 
 from bus import services
-from bus.models import Seat
+from bus.models import Room, Seat
 from bus.rules import RuleError
 from mcpgate import protocol
 
@@ -327,6 +327,34 @@ def tool_listing() -> list[dict]:
     return [tool.listing() for tool in TOOLS.values()]
 
 
+def salon_status(*, seat: Seat | None, label: str, protocol_version: str,
+                 base_url: str | None) -> dict:
+    """salon_status: where the bus is, which seat this is, and who shares its rooms."""
+    rooms = services.seat_rooms(seat) if seat else []
+    at = timezone.now()
+    neighbours = (
+        Seat.objects.filter(memberships__room__name__in=rooms, memberships__left_at__isnull=True)
+        .select_related("agent").distinct().order_by("name")
+    )
+    return {
+        "endpoints": {"mcp": f"{base_url}/mcp", "notify": f"{base_url}/notify"}
+        if base_url else {"mcp": "stdio (salon mcp)", "notify": None},
+        "session": {
+            "seat": seat.name if seat else None,
+            "label": label or None,
+            "rooms": rooms,
+            "protocolVersion": protocol_version,
+        },
+        "seats": [
+            {"seat": other.name, "liveness": services.seat_liveness(other, at),
+             "rooms": services.seat_rooms(other)}
+            for other in neighbours
+        ],
+        # Each room's counter is its entry count: no scan, whatever the room's size.
+        "entries": sum(Room.objects.filter(name__in=rooms).values_list("last_seq", flat=True)),
+    }
+
+
 def server_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -334,11 +362,3 @@ def server_version() -> str:
         return version("agent-salon")
     except PackageNotFoundError:
         return "0.1.0"
-
-
-def endpoints(base_url: str) -> dict:
-    return {"mcp": f"{base_url}/mcp", "notify": f"{base_url}/notify"}
-
-
-def default_room() -> str:
-    return settings.DEFAULT_ROOM
