@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
+import sys
+import time
+
 from django.conf import settings
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from bus.management.base import SalonCommand
+
+# Daphne's --http-timeout stays unset on purpose: it would cut open streams.
+APPLICATION = "salon.asgi:application"
 
 
 class Command(SalonCommand):
@@ -19,17 +29,78 @@ class Command(SalonCommand):
         parser.add_argument(
             "--no-migrate", action="store_true", help="start without applying migrations"
         )
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=1,
+            help="daphne processes sharing the one listening socket (more than 1 needs "
+            "REDIS_URL, and DATABASE_URL for PostgreSQL is recommended)",
+        )
 
-    def handle(self, *args, bind=None, port=None, no_migrate=False, **options):
+    def handle(self, *args, bind=None, port=None, no_migrate=False, workers=1, **options):
         bind = bind or settings.BIND
         port = port if port is not None else settings.PORT
+        if workers < 1:
+            raise CommandError("--workers must be 1 or more")
+        if workers > 1 and not settings.REDIS_URL:
+            raise CommandError(
+                "several workers hand streams over to each other through Redis: set "
+                "REDIS_URL (e.g. redis://127.0.0.1:6379/0), or run one worker"
+            )
         if not no_migrate:
             call_command("migrate", interactive=False, verbosity=0)
         self.print_banner(bind, port)
-        from daphne.cli import CommandLineInterface
+        if workers == 1:
+            from daphne.cli import CommandLineInterface
 
-        # Daphne's --http-timeout stays unset on purpose: it would cut open streams.
-        CommandLineInterface().run(["-b", bind, "-p", str(port), "salon.asgi:application"])
+            CommandLineInterface().run(["-b", bind, "-p", str(port), APPLICATION])
+        else:
+            self.supervise(bind, port, workers)
+
+    def supervise(self, bind: str, port: int, workers: int) -> None:
+        """N daphne processes accept on one shared socket (the kernel spreads the
+        connections); no sticky sessions are needed, since sessions live in the database
+        and hand-offs go through Redis. A worker that dies is started again."""
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((bind, port))
+        listener.listen(1024)
+        listener.set_inheritable(True)
+        fd = listener.fileno()
+        command = [sys.executable, "-m", "daphne", "--fd", str(fd), APPLICATION]
+        stopping = False
+
+        def start() -> subprocess.Popen:
+            return subprocess.Popen(command, pass_fds=(fd,))
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        children = [start() for _ in range(workers)]
+        self.stdout.write(
+            f"  workers      : {workers} (pids {', '.join(str(c.pid) for c in children)})"
+        )
+        self.stdout.flush()
+        while not stopping:
+            time.sleep(0.5)
+            for index, child in enumerate(children):
+                if child.poll() is not None and not stopping:
+                    self.stderr.write(
+                        f"worker {child.pid} exited ({child.returncode}); starting another"
+                    )
+                    children[index] = start()
+        for child in children:
+            child.send_signal(signal.SIGINT)
+        for child in children:
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        listener.close()
 
     def print_banner(self, bind: str, port: int) -> None:
         host = f"[{bind}]" if ":" in bind else bind
