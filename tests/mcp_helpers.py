@@ -130,7 +130,7 @@ class SseStream:
                         await self.queue.put(event)
                     event = {}
                 elif line.startswith(":"):
-                    await self.queue.put({"comment": line[1:].strip()})
+                    await self.queue.put({"comment": line[1:].strip(), "received": time.time()})
                 else:
                     field, _, value = line.partition(":")
                     event[field] = value[1:] if value.startswith(" ") else value

@@ -148,3 +148,19 @@ class Daemon:
 
 def parse_json(text: str):
     return json.loads(text)
+
+
+def query_store(env: dict[str, str], sql: str, params: tuple = ()) -> list[tuple]:
+    """Read a real process's store directly (SQLite file or its PostgreSQL database).
+
+    Write the SQL with `?` placeholders; they are adapted for PostgreSQL.
+    """
+    if env.get("DATABASE_URL"):
+        import psycopg
+
+        with psycopg.connect(env["DATABASE_URL"]) as connection:
+            return connection.execute(sql.replace("?", "%s"), params).fetchall()
+    import sqlite3
+
+    with sqlite3.connect(env["AGENT_SALON_DB"]) as connection:
+        return connection.execute(sql, params).fetchall()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.mcp_helpers import ACCEPT_BOTH, RawSession, initialize_message, rpc
-from tests.support import Daemon, run_salon
+from tests.support import Daemon, query_store, run_salon
 
 pytestmark = pytest.mark.slow
 
@@ -481,3 +481,29 @@ async def test_a_stream_follows_its_session_after_checkin(daemon, client):
                                      "to": ["follower#abcdef01"]})
         event = await stream.next()
     assert event["message"]["params"]["content"] == "found you"
+
+
+async def test_a_push_is_recorded_in_the_entrys_delivered_to(shared_daemon, client):
+    reader = await RawSession(client, shared_daemon.url, "label=recorded").open()
+    writer = await RawSession(client, shared_daemon.url, "label=recorder").open()
+    seat = await reader.seat()
+    async with reader.stream() as stream:
+        await stream.next(comments=True)
+        report = await writer.result("send", {"text": "note", "type": "QUESTION", "to": [seat]})
+        await stream.next()
+    await asyncio.sleep(0.6)  # deliveries are written in batches, a moment after the push
+    # 32 hex digits: how SQLite stores a UUID, and a form PostgreSQL accepts too.
+    rows = query_store(shared_daemon.env, "SELECT delivered_to, delivery_errors FROM bus_entry "
+                       "WHERE id = ?", (report["id"].replace("-", ""),))
+    delivered, errors = (json.loads(v) if isinstance(v, str) else v for v in rows[0])
+    assert delivered == [seat]
+    assert errors == []
+
+
+async def test_an_open_stream_gets_a_keep_alive_comment_within_15_seconds(shared_daemon, client):
+    session = await RawSession(client, shared_daemon.url, "label=idle").open()
+    async with session.stream() as stream:
+        opened = await stream.next(comments=True)
+        keepalive = await stream.next(timeout=16, comments=True)
+    assert "comment" in opened and "comment" in keepalive
+    assert keepalive["received"] - opened["received"] <= 15.5
