@@ -65,6 +65,8 @@ class Seat(models.Model):
     last_seen = models.DateTimeField(null=True, blank=True)
     live_until = models.DateTimeField(null=True, blank=True)
     last_wrote = models.DateTimeField(null=True, blank=True)
+    # An MCP DELETE: gone from then until a newer sign of life (last_seen after it).
+    signed_off_at = models.DateTimeField(null=True, blank=True)
     quiet = models.BooleanField(default=False)
     quiet_until = models.DateTimeField(null=True, blank=True)
     focus_text = models.TextField(blank=True, default="")
@@ -164,6 +166,11 @@ class Entry(models.Model):
             models.Index(fields=["sender", "ts"], name="entry_by_sender"),
             # the admin list: newest first
             models.Index(fields=["-ts"], name="entry_newest_first"),
+            # the admin's source/participant/between filters by agent, newest first
+            # (bench/admin_bench.py: 253 ms → see bench/RESULTS.md on a million entries)
+            models.Index(fields=["sender_agent", "ts"], name="entry_by_sender_agent"),
+            # the admin's room filter, newest first (instead of sorting the whole room)
+            models.Index(fields=["room", "ts"], name="entry_room_newest"),
         ]
 
     def __str__(self) -> str:

@@ -376,11 +376,20 @@ def parse_duration(text: str) -> timedelta:
         raise RuleError(f"duration {_show(text)} is too long: {hint}") from None
 
 
-def liveness(last_seen: datetime | None, stream_open: bool, now: datetime) -> str:
-    """§7: ``live`` (stream open or seen in the last 2 min), ``unknown`` (< 30 min), ``gone``."""
+def liveness(
+    last_seen: datetime | None,
+    stream_open: bool,
+    now: datetime,
+    signed_off: datetime | None = None,
+) -> str:
+    """§7: ``live`` (stream open or seen in the last 2 min), ``unknown`` (< 30 min), ``gone``.
+
+    ``signed_off``: the session said goodbye (an MCP DELETE) at that time; the seat is gone
+    until a newer sign of life.
+    """
     if stream_open:
         return LIVE
-    if last_seen is None:
+    if last_seen is None or (signed_off is not None and signed_off >= last_seen):
         return GONE
     age = now - last_seen
     if age <= LIVE_WINDOW:

@@ -59,7 +59,8 @@ def iso(ts: datetime | None) -> str | None:
 
 def seat_liveness(seat: Seat, at: datetime | None = None) -> str:
     at = at or now()
-    return rules.liveness(seat.last_seen, bool(seat.live_until and seat.live_until > at), at)
+    stream_open = bool(seat.live_until and seat.live_until > at)
+    return rules.liveness(seat.last_seen, stream_open, at, signed_off=seat.signed_off_at)
 
 
 def _seat_facts(seat: Seat) -> rules.SeatFacts:
@@ -156,6 +157,12 @@ def end_live(*, seat: Seat, only_if_until: datetime | None = None) -> None:
     if only_if_until is not None:
         query = query.filter(live_until=only_if_until)
     query.update(live_until=now())
+
+
+def sign_off(*, seat: Seat) -> None:
+    """The session ended (MCP DELETE): the seat is gone until it shows life again."""
+    at = now()
+    Seat.objects.filter(pk=seat.pk).update(signed_off_at=at, live_until=None, last_seen=at)
 
 
 def touch(*, seat: Seat, min_interval: timedelta | None = None) -> bool:
@@ -1081,3 +1088,96 @@ def _count_decisions(reasons: list[str]) -> None:
         metrics.count_decisions(reasons)
     except Exception:  # pragma: no cover - metrics are best effort
         pass
+
+
+# ---------------------------------------------------------------- hooks
+#
+# What makes an entry *noticed* in Claude Code, besides the push: the Stop hook's nudge
+# (WakeDecision.nudged_at), `salon wait`'s announcement (announced_at) and the Stop hook's
+# one-time request for a focus (Seat.focus_asked_at). Every claim is a conditional
+# UPDATE … WHERE <column> IS NULL, so two hooks (or two waits) never both claim a row, and
+# none of them moves a cursor. While a seat is quiet nothing is claimed for it: the entries
+# stay unclaimed and are nudged or announced once the quiet is over.
+
+
+def _quiet_now(seat: Seat, at: datetime) -> bool:
+    seat.refresh_from_db(fields=["quiet", "quiet_until"])
+    return rules.quiet_active(seat.quiet, seat.quiet_until, at)
+
+
+def claim_nudges(*, seat: Seat, limit: int = 100) -> list[Entry]:
+    """Stop hook: the waking, unread entries this seat was never nudged about, oldest
+    first, each marked nudged. A nudge is not a delivery: the cursor does not move."""
+    at = now()
+    if _quiet_now(seat, at):
+        return []
+    rows = list(_unread_wakes(seat).filter(nudged_at__isnull=True)[:limit])
+    return [
+        row.entry
+        for row in rows
+        if WakeDecision.objects.filter(pk=row.pk, nudged_at__isnull=True).update(nudged_at=at)
+    ]
+
+
+def announce_wakes(
+    *, seat: Seat, rooms: Sequence[str] | None = None, limit: int = 20
+) -> list[dict]:
+    """`salon wait`: the waking, unread entries never pushed nor announced to this seat
+    (in `rooms`, if given), oldest first, each marked announced. Cursor untouched."""
+    at = now()
+    if _quiet_now(seat, at):
+        return []
+    pending = _unread_wakes(seat).filter(push_seq__isnull=True, announced_at__isnull=True)
+    if rooms:
+        pending = pending.filter(room__in=[get_room(name) for name in rooms])
+    announced = [
+        row
+        for row in pending[:limit]
+        if WakeDecision.objects.filter(pk=row.pk, announced_at__isnull=True).update(
+            announced_at=at
+        )
+    ]
+    return [entry_dict(row.entry, seat=seat, woken=True) for row in announced]
+
+
+def live_others(*, seat: Seat) -> dict[str, list[str]]:
+    """{room: [the other live seats in it]} for each room of this seat that has any."""
+    at = now()
+    result: dict[str, list[str]] = {}
+    for membership in (
+        Membership.objects.filter(
+            room__memberships__seat=seat,
+            room__memberships__left_at__isnull=True,
+            room__archived_at__isnull=True,
+            left_at__isnull=True,
+        )
+        .exclude(seat=seat)
+        .select_related("seat__agent", "room")
+        .order_by("room__name", "seat__name")
+    ):
+        if seat_liveness(membership.seat, at) == rules.LIVE:
+            result.setdefault(membership.room.name, []).append(membership.seat.name)
+    return result
+
+
+def live_siblings(*, seat: Seat) -> list[str]:
+    """The other live seats of this seat's agent, in any room or none."""
+    at = now()
+    siblings = Seat.objects.filter(agent_id=seat.agent_id).exclude(pk=seat.pk).order_by("name")
+    return [s.name for s in siblings.select_related("agent") if seat_liveness(s, at) == rules.LIVE]
+
+
+def ask_focus_once(*, seat: Seat) -> dict[str, list[str]]:
+    """Stop hook: once ever per seat, when it has no focus and someone else is live in one
+    of its rooms, claim the request (focus_asked_at) and return {room: [live others]};
+    otherwise return {} and mark nothing."""
+    seat.refresh_from_db(fields=["focus_text", "focus_asked_at"])
+    if seat.focus_text or seat.focus_asked_at:
+        return {}
+    others = live_others(seat=seat)
+    if not others:
+        return {}
+    claimed = Seat.objects.filter(pk=seat.pk, focus_asked_at__isnull=True).update(
+        focus_asked_at=now()
+    )
+    return others if claimed else {}

@@ -76,7 +76,17 @@ def sweep_idle() -> int:
 
 
 def end_session(session: McpSession) -> None:
+    """DELETE: the session ends, and its seat is gone unless another session's stream
+    holds it."""
     McpSession.objects.filter(pk=session.pk).update(ended_at=timezone.now(), stream_token="")
+    if session.seat_id is None:
+        return
+    held = (
+        McpSession.objects.filter(seat_id=session.seat_id, ended_at__isnull=True)
+        .exclude(pk=session.pk).exclude(stream_token="").exists()
+    )
+    if not held:
+        services.sign_off(seat=session.seat)
 
 
 def claim_stream(session: McpSession) -> str:

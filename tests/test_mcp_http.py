@@ -507,3 +507,13 @@ async def test_an_open_stream_gets_a_keep_alive_comment_within_15_seconds(shared
         keepalive = await stream.next(timeout=16, comments=True)
     assert "comment" in opened and "comment" in keepalive
     assert keepalive["received"] - opened["received"] <= 15.5
+
+
+async def test_delete_makes_the_seat_gone(shared_daemon, client):
+    session = await RawSession(client, shared_daemon.url, "label=leaver").open()
+    seat = await session.seat()
+    observer = await RawSession(client, shared_daemon.url, "label=observer").open()
+    await client.delete(session.url, headers=session.headers())
+    agents = await observer.result("agents")
+    liveness = {s["seat"]: s["liveness"] for a in agents["agents"] for s in a["seats"]}
+    assert liveness[seat] == "gone"

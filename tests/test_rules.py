@@ -836,3 +836,10 @@ def test_notices_come_in_order_addressees_then_wakes_nobody_then_length():
         "This entry wakes nob",
         "This entry is 2000 c",
     ]
+
+
+def test_a_signed_off_seat_is_gone_until_it_shows_life_again():
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    seen = now - timedelta(seconds=10)
+    assert rules.liveness(seen, False, now, signed_off=seen) == rules.GONE
+    assert rules.liveness(now, False, now, signed_off=seen) == rules.LIVE
