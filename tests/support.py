@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,8 +91,36 @@ def run_salon(
 
 
 def migrate(env: dict[str, str]) -> None:
+    """Bring the store of `env` up to date: a copy of a store migrated once per test run
+    (a fresh store would otherwise cost a `salon migrate` process in every test)."""
+    template = _migrated_template()
+    if env.get("DATABASE_URL"):
+        import psycopg
+
+        name = env["DATABASE_URL"].rsplit("/", 1)[-1]
+        with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    else:
+        shutil.copyfile(template, env["AGENT_SALON_DB"])
+
+
+_template: list[str] = []
+
+
+def _migrated_template() -> str:
+    if _template:
+        return _template[0]
+    directory = Path(tempfile.mkdtemp(prefix="salon-template-"))
+    env = salon_env(directory)
     done = run_salon("migrate", "--verbosity", "0", env=env)
     assert done.returncode == 0, done.stderr
+    if env.get("DATABASE_URL"):
+        _template.append(env["DATABASE_URL"].rsplit("/", 1)[-1])
+        atexit.register(drop_store, env)
+    else:
+        _template.append(env["AGENT_SALON_DB"])
+    return _template[0]
 
 
 @dataclass
