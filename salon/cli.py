@@ -1,27 +1,122 @@
-"""The `salon` console script: `salon <command>` runs `manage.py <command>`."""
+"""The `salon` console script: `salon <command>` runs `manage.py <command>`.
+
+Start-up time matters: hooks and cron run `salon send` and `salon inbox` on every turn.
+The bus commands named in LEAN_COMMANDS therefore start with settings.CLI_APPS (the
+project's own apps: no daphne/twisted, admin, auth or channels to import) and are
+loaded straight from bus/management/commands without scanning every app for commands.
+Every other command — `serve`, `migrate`, `makemigrations`, `createsuperuser`, `check`,
+`shell`, … — runs with the full INSTALLED_APPS through Django's own dispatcher, so a
+migration never runs with the lean set. bench/RESULTS.md has the numbers.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+
+# Bus commands that only touch bus rows through bus.services. A command joins this set
+# only if it needs nothing from the admin, auth, contenttypes, sessions or channels apps
+# (tests/test_cli.py checks that each one is a bus command and none is a Django one).
+LEAN_COMMANDS = frozenset(
+    {
+        "send",
+        "inbox",
+        "peek",
+        "unread",
+        "history",
+        "agents",
+        "focus",
+        "rooms",
+        "join",
+        "part",
+        "quiet",
+        "prune",
+        "token",
+        "wait",
+    }
+)
+
+
+# Commands that run until Ctrl-C.
+SERVERS = frozenset({"serve", "runserver"})
+
+
+def _lean(argv: list[str]) -> bool:
+    # --settings / --pythonpath are Django's dispatcher's business: let it handle them.
+    return (
+        bool(argv)
+        and argv[0] in LEAN_COMMANDS
+        and not any(arg.startswith(("--settings", "--pythonpath")) for arg in argv)
+    )
+
+
+def _setup_lean(settings) -> None:
+    """django.setup() for a bus command, minus what it does not need.
+
+    * `from django.urls import set_script_prefix`: the URL machinery pulls in
+      django.http and the serializers for a prefix that only matters when serving.
+    * Logging configuration: Django's DEFAULT_LOGGING has a `mail_admins` handler whose
+      set-up imports django.views.debug (http, urls, templates: ~95 ms measured) to
+      e-mail errors no command sends, and logging.config itself costs ~5-10 ms. A bus
+      command logs nothing below WARNING; Python's last-resort handler still writes
+      warnings and errors (with their traceback, as the `salon` logger would) to stderr.
+    """
+    from django.apps import apps
+
+    apps.populate(settings.INSTALLED_APPS)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
+    if argv[:1] == ["hook"]:
+        # Claude Code hooks never fail a turn, not even on a malformed setting: the hook
+        # runner reads the settings itself and always exits 0 (bus/claude.py).
+        from bus.claude import run_hook
+
+        return run_hook(argv[1:])
+    if argv[:1] and argv[0] in SERVERS and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # A shell without job control starts `salon serve &` with SIGINT ignored, and
+        # Python and daphne then leave it ignored: `kill -INT` would do nothing. A
+        # server stops on Ctrl-C, so take the signal back.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     from django.core.exceptions import ImproperlyConfigured
 
+    lean = _lean(argv)
     try:
         import django
+        from django.conf import settings
 
-        django.setup()
+        if lean and getattr(settings, "CLI_APPS", None):
+            settings.INSTALLED_APPS = list(settings.CLI_APPS)
+        else:
+            lean = False
+        if lean:
+            _setup_lean(settings)
+        else:
+            django.setup()
     except ImproperlyConfigured as exc:
         # A malformed setting is the user's to fix: one line, no traceback.
         print(f"agent-salon: configuration error: {exc}", file=sys.stderr)
         return 2
-    from django.core.management import execute_from_command_line
+    try:
+        if lean:
+            from django.core.management import load_command_class
 
-    execute_from_command_line(["salon", *argv])
+            load_command_class("bus", argv[0]).run_from_argv(["salon", *argv])
+            return 0
+        from django.core.management import execute_from_command_line
+
+        execute_from_command_line(["salon", *argv])
+    except ImproperlyConfigured as exc:
+        # Raised late by some settings (a database engine that cannot be loaded …).
+        print(f"agent-salon: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        # Ctrl-C in a command (or during `serve`'s migrations): stop, no traceback.
+        print("agent-salon: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
