@@ -24,8 +24,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.mcp_helpers import RawSession  # noqa: E402
-from tests.support import Daemon, migrate, run_salon, salon_env  # noqa: E402
+from tests.mcp_helpers import RawSession
+from tests.support import Daemon, migrate, run_salon, salon_env
 
 
 async def measure(daemon: Daemon, runs: int, workdir: Path) -> list[float]:
