@@ -4,18 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('bus', '0002_default_room'),
+        ("bus", "0002_default_room"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='entry',
-            index=models.Index(fields=['sender_agent', 'ts'], name='entry_by_sender_agent'),
+            model_name="entry",
+            index=models.Index(fields=["sender_agent", "ts"], name="entry_by_sender_agent"),
         ),
         migrations.AddIndex(
-            model_name='entry',
-            index=models.Index(fields=['room', 'ts'], name='entry_room_newest'),
+            model_name="entry",
+            index=models.Index(fields=["room", "ts"], name="entry_room_newest"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('bus', '0003_entry_admin_filter_indexes'),
+        ("bus", "0003_entry_admin_filter_indexes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='seat',
-            name='signed_off_at',
+            model_name="seat",
+            name="signed_off_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -1,0 +1,233 @@
+"""The /notify request, parsed and checked: pure, no Django, no database.
+
+`parse_notify` turns a raw POST (content type + body bytes) into a `Notify` or raises
+`NotifyError` carrying the HTTP status of SPEC §10 and a message that says how to fix it.
+What the bus itself refuses (an unknown room, an unknown addressee, empty content, a bad
+type) is left to bus.services; this module only checks the envelope.
+
+Decisions where the spec is silent:
+
+* A body key outside the documented set is refused (422, naming it), except `source`,
+  `from` and `ts`, which a caller may send and which are ignored: the server fills in
+  the sender (the `label`) and the time. A typo such as `"romo"` must not silently post
+  to the default room.
+* `target` (a string) and `to` (a string or a list of strings) are merged, in that
+  order, duplicates dropped; `null` means absent for every optional field.
+* `application/json` and any `+json` media type are JSON; a charset other than UTF-8 is
+  refused (415). A leading UTF-8 byte-order mark is tolerated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+FIELDS = ("content", "target", "to", "room", "type", "re", "meta")
+IGNORED_FIELDS = ("source", "from", "ts")
+
+EXAMPLE = '{"content": "build 812 is green", "to": ["web-app"]}'
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class NotifyError(Exception):
+    """A refused /notify request: HTTP status, message, and extra JSON fields (lists)."""
+
+    def __init__(self, status: int, message: str, **extra: Any):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.message, **self.extra}
+
+
+@dataclass
+class Notify:
+    content: str
+    to: list[str] = field(default_factory=list)
+    room: str | None = None
+    type: str | None = None
+    re: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+def check_size(content_length: str | None) -> None:
+    """Refuse a declared Content-Length over the limit before the body is read."""
+    try:
+        declared = int(content_length) if content_length else 0
+    except ValueError:
+        declared = 0
+    if declared > MAX_BODY_BYTES:
+        too_large(declared)
+
+
+def too_large(size: int) -> NoReturn:
+    raise NotifyError(
+        413,
+        f"request body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes (4 MiB), "
+        "and an entry's content at most 64 KiB: shorten it, or put the detail in a file "
+        "and send its path",
+        limit=MAX_BODY_BYTES,
+    )
+
+
+def check_content_type(content_type: str | None) -> None:
+    media, _, params = (content_type or "").partition(";")
+    media = media.strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        shown = media or "none"
+        raise NotifyError(
+            415,
+            f"Content-Type is {shown}; /notify takes JSON: send the header "
+            f"'Content-Type: application/json' with a body like {EXAMPLE}",
+        )
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+            if charset not in ("utf-8", "utf8"):
+                raise NotifyError(
+                    415,
+                    f"charset {charset[:32]!r} is not supported: send the JSON body as UTF-8 "
+                    "(Content-Type: application/json; charset=utf-8)",
+                )
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise _NotJson(f"{name} is not valid JSON")
+
+
+def _malformed(reason: str) -> NoReturn:
+    raise NotifyError(400, f"request body is not valid JSON ({reason}): send {EXAMPLE}")
+
+
+def decode(body: bytes) -> object:
+    if len(body) > MAX_BODY_BYTES:
+        too_large(len(body))
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        _malformed(f"not UTF-8, bad byte at offset {exc.start}")
+    if not text.strip():
+        _malformed("the body is empty")
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        _malformed(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
+    except _NotJson as exc:
+        _malformed(str(exc))
+    except (ValueError, RecursionError) as exc:
+        _malformed("a number is too long" if isinstance(exc, ValueError) else "nested too deeply")
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            _malformed("a lone UTF-16 surrogate escape, \\ud800-\\udfff without its pair")
+    return data
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _shape(name: str, wanted: str, value: object) -> NoReturn:
+    raise NotifyError(
+        422,
+        f"field {name!r} must be {wanted}, got {_kind(value)}: e.g. {EXAMPLE}",
+        field=name,
+    )
+
+
+def _optional_str(data: dict, name: str) -> str | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        _shape(name, "a string", value)
+    return value
+
+
+def parse_notify(data: object) -> Notify:
+    """Check the shape of a decoded /notify body (types only; the bus checks values)."""
+    if not isinstance(data, dict):
+        raise NotifyError(
+            422,
+            f"the body must be a JSON object, got {_kind(data)}: send {EXAMPLE}",
+            field="body",
+        )
+    unknown = [k for k in data if k not in FIELDS and k not in IGNORED_FIELDS]
+    if unknown:
+        name = unknown[0][:64]
+        raise NotifyError(
+            422,
+            f"unknown field {name!r}: /notify takes {', '.join(FIELDS)} "
+            "(the sender is the ?label= of the URL)",
+            field=name,
+            fields=list(FIELDS),
+        )
+    if "content" not in data or data["content"] is None:
+        raise NotifyError(
+            422,
+            f"field 'content' is missing: it holds the message text, e.g. {EXAMPLE}",
+            field="content",
+        )
+    content = data["content"]
+    if not isinstance(content, str):
+        _shape("content", "a string (the message text)", content)
+
+    to: list[str] = []
+    target = _optional_str(data, "target")
+    if target is not None:
+        to.append(target)
+    raw_to = data.get("to")
+    if isinstance(raw_to, str):
+        to.append(raw_to)
+    elif isinstance(raw_to, list):
+        for item in raw_to:
+            if not isinstance(item, str):
+                _shape("to", "a string or a list of strings (seat or agent names)", item)
+            to.append(item)
+    elif raw_to is not None:
+        _shape("to", "a string or a list of strings (seat or agent names)", raw_to)
+    seen: set[str] = set()
+    merged = [n for n in (t.strip() for t in to) if n and not (n in seen or seen.add(n))]
+
+    meta = data.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        _shape("meta", 'a JSON object (e.g. {"kind": "question"})', meta)
+    return Notify(
+        content=content,
+        to=merged,
+        room=_optional_str(data, "room") or None,
+        type=_optional_str(data, "type") or None,
+        re=_optional_str(data, "re") or None,
+        meta=meta,
+    )
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()

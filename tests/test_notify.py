@@ -1,0 +1,481 @@
+"""POST /notify?label=<sender> (SPEC §10): every status code, every rule, judged on the
+response and on the rows the bus holds afterwards."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+from django.test import Client
+
+from bus import services
+from bus.models import Entry, Membership, Seat
+from tests.factories import RoomFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client, body=None, *, label="ci", raw=None, content_type="application/json", **extra):
+    url = "/notify" if label is None else f"/notify?label={label}"
+    data = raw if raw is not None else json.dumps(body)
+    return client.post(url, data=data, content_type=content_type, **extra)
+
+
+@pytest.fixture
+def salon_room():
+    return RoomFactory(name="salon")
+
+
+@pytest.fixture
+def team():
+    """Room `team` with web-app#aaaa1111 in it (live) and api#bbbb2222 (live)."""
+    room = RoomFactory(name="team")
+    for agent, session in (("web-app", "aaaa1111"), ("api", "bbbb2222")):
+        seat = services.check_in(agent=agent, session_id=session)
+        services.join_room(seat=seat, room="team")
+    return room
+
+
+# ---------------------------------------------------------------- the happy path
+
+
+def test_a_post_stores_the_entry_before_answering_202_with_id_and_wakes(client, team):
+    response = post(client, {"content": "build 812 is green", "room": "team", "to": ["web-app"]})
+
+    assert response.status_code == 202
+    body = response.json()
+    entry = Entry.objects.get(id=body["id"])
+    assert entry.content == "build 812 is green"
+    assert entry.room.name == "team"
+    assert entry.via == "notify"
+    assert body["wakes"] == ["web-app#aaaa1111"]
+    assert isinstance(body["notice"], list)
+    assert body["from"] == "ci" and body["room"] == "team"
+
+
+def test_a_source_in_the_body_is_ignored_the_label_is_the_sender(client, team):
+    response = post(
+        client, {"content": "hi", "room": "team", "source": "web-app#aaaa1111", "from": "x"}
+    )
+
+    assert response.status_code == 202
+    entry = Entry.objects.get(id=response.json()["id"])
+    assert entry.sender == "ci"
+    assert entry.sender_agent == "ci"
+
+
+def test_the_label_writes_as_a_bare_seat_that_joins_no_room(client, team):
+    post(client, {"content": "hi", "room": "team"}, label="cron-job")
+
+    seat = Seat.objects.get(name="cron-job")
+    assert seat.session_id == ""
+    assert not Membership.objects.filter(seat=seat).exists()
+
+
+def test_the_peer_address_is_recorded_as_sender_addr(client, team):
+    response = post(client, {"content": "hi", "room": "team"}, REMOTE_ADDR="10.1.2.3")
+
+    assert Entry.objects.get(id=response.json()["id"]).sender_addr == "10.1.2.3"
+
+
+def test_target_and_to_are_merged_into_the_addressees(client, team):
+    response = post(
+        client, {"content": "hi", "room": "team", "target": "api", "to": ["web-app", "api"]}
+    )
+
+    assert response.status_code == 202
+    assert Entry.objects.get(id=response.json()["id"]).to == ["api", "web-app"]
+    assert sorted(response.json()["wakes"]) == ["api#bbbb2222", "web-app#aaaa1111"]
+
+
+def test_to_may_be_a_single_string(client, team):
+    response = post(client, {"content": "hi", "room": "team", "to": "api"})
+
+    assert Entry.objects.get(id=response.json()["id"]).to == ["api"]
+
+
+def test_without_a_type_a_post_stores_a_fact(client, team):
+    response = post(client, {"content": "deployed", "room": "team"})
+
+    assert response.json()["type"] == "FACT"
+    assert response.json()["wakes"] == []
+
+
+def test_without_a_type_meta_kind_decides_it(client, team):
+    response = post(
+        client, {"content": "who owns this?", "room": "team", "meta": {"kind": "question"}}
+    )
+
+    assert response.json()["type"] == "QUESTION"
+    assert sorted(response.json()["wakes"]) == ["api#bbbb2222", "web-app#aaaa1111"]
+
+
+def test_a_type_is_case_insensitive_and_stored_upper_case(client, team):
+    response = post(client, {"content": "please rebase", "room": "team", "type": "request"})
+
+    assert Entry.objects.get(id=response.json()["id"]).type == "REQUEST"
+
+
+def test_re_names_an_earlier_entry_of_the_room(client, team):
+    first = post(client, {"content": "first", "room": "team"}).json()["id"]
+
+    response = post(client, {"content": "second", "room": "team", "re": first})
+
+    assert str(Entry.objects.get(id=response.json()["id"]).re) == first
+
+
+def test_meta_is_stored_without_server_fields(client, team):
+    response = post(
+        client, {"content": "x", "room": "team", "meta": {"build": 812, "ts": "1999", "id": "z"}}
+    )
+
+    assert Entry.objects.get(id=response.json()["id"]).meta == {"build": 812}
+
+
+# ---------------------------------------------------------------- the room it goes to
+
+
+def test_with_no_room_a_label_with_no_rooms_writes_into_the_default_room(client, salon_room):
+    response = post(client, {"content": "hello"})
+
+    assert response.status_code == 202
+    assert response.json()["room"] == "salon"
+
+
+def test_with_no_room_a_label_in_one_room_writes_there(client, salon_room, team):
+    # web-app's seat is in `team` only: a script labelled web-app writes there.
+    response = post(client, {"content": "tests done"}, label="web-app")
+
+    assert response.status_code == 202
+    assert response.json()["room"] == "team"
+
+
+def test_with_no_room_a_label_in_several_rooms_is_asked_to_name_one(client, salon_room, team):
+    seat = services.check_in(agent="web-app", session_id="aaaa1111")
+    services.join_room(seat=seat, room="salon")
+
+    response = post(client, {"content": "where?"}, label="web-app")
+
+    assert response.status_code == 422
+    assert response.json()["rooms"] == ["salon", "team"]
+    assert "room" in response.json()["error"]
+    assert not Entry.objects.exists()
+
+
+# ---------------------------------------------------------------- refusals, by status
+
+
+def test_a_missing_label_is_400_and_says_how_to_fix_it(client, salon_room):
+    response = post(client, {"content": "hi", "source": "ci"}, label=None)
+
+    assert response.status_code == 400
+    assert "?label=" in response.json()["error"]
+    assert not Entry.objects.exists()
+
+
+@pytest.mark.parametrize("label", ["a/b", "x" * 65, "a..b", "web-app%23abc"])
+def test_a_label_that_is_not_a_name_is_400(client, salon_room, label):
+    response = post(client, {"content": "hi"}, label=label)
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "label"
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml"]
+)
+def test_a_body_that_is_not_json_is_415(client, salon_room, content_type):
+    response = post(client, raw="content=hi", content_type=content_type)
+
+    assert response.status_code == 415
+    assert "application/json" in response.json()["error"]
+
+
+def test_a_json_body_with_a_charset_other_than_utf8_is_415(client, salon_room):
+    response = post(client, {"content": "hi"}, content_type="application/json; charset=latin-1")
+
+    assert response.status_code == 415
+
+
+def test_a_json_content_type_with_utf8_charset_is_accepted(client, salon_room):
+    response = post(client, {"content": "hi"}, content_type="application/json; charset=UTF-8")
+
+    assert response.status_code == 202
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"content": "hi"', " ", "not json", '{"content": NaN}', b"\xff\xfe{}", '{"a":1}x']
+)
+def test_malformed_json_is_400(client, salon_room, raw):
+    response = post(client, raw=raw)
+
+    assert response.status_code == 400
+    assert "not valid JSON" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (["hi"], "body"),
+        ("hi", "body"),
+        ({}, "content"),
+        ({"content": None}, "content"),
+        ({"content": 42}, "content"),
+        ({"content": "hi", "to": 7}, "to"),
+        ({"content": "hi", "to": ["a", 7]}, "to"),
+        ({"content": "hi", "target": ["a"]}, "target"),
+        ({"content": "hi", "room": 1}, "room"),
+        ({"content": "hi", "type": True}, "type"),
+        ({"content": "hi", "re": 5}, "re"),
+        ({"content": "hi", "meta": ["kind"]}, "meta"),
+        ({"content": "hi", "romo": "team"}, "romo"),
+    ],
+)
+def test_a_body_of_the_wrong_shape_is_422_naming_the_field(client, salon_room, body, field):
+    response = post(client, body)
+
+    assert response.status_code == 422
+    assert response.json()["field"] == field
+    assert field in response.json()["error"]
+    assert not Entry.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"content": "   "}, "empty"),
+        ({"content": "x" * (64 * 1024 + 1)}, "64 KiB"),
+        ({"content": "hi", "type": "SHOUT"}, "QUESTION"),
+        ({"content": "hi", "meta": {f"k{i}": i for i in range(33)}}, "32"),
+        ({"content": "hi", "re": "0190f0f0-0000-7000-8000-000000000000"}, "re="),
+        ({"content": "hi", "room": "no/such"}, "room name"),
+    ],
+)
+def test_a_rule_of_the_bus_refuses_with_422_naming_the_rule(client, salon_room, body, words):
+    response = post(client, body)
+
+    assert response.status_code == 422
+    assert words in response.json()["error"]
+
+
+def test_an_unknown_room_is_404_and_lists_the_rooms(client, salon_room, team):
+    response = post(client, {"content": "hi", "room": "tema"})
+
+    assert response.status_code == 404
+    assert response.json()["rooms"] == ["salon", "team"]
+    assert "salon rooms --create tema" in response.json()["error"]
+    assert not Entry.objects.exists()
+
+
+def test_an_unknown_addressee_is_422_and_lists_the_names(client, team):
+    response = post(client, {"content": "hi", "room": "team", "to": ["web-ap"]})
+
+    assert response.status_code == 422
+    body = response.json()
+    assert body["field"] == "to"
+    assert body["names"][0] == "web-app"
+    assert set(body["names"]) >= {"web-app", "web-app#aaaa1111", "api", "api#bbbb2222"}
+    assert not Entry.objects.exists()
+
+
+def test_a_refused_send_leaves_no_seat_behind(client, team):
+    post(client, {"content": "hi", "room": "team", "to": ["nobody"]}, label="typo-bot")
+
+    assert not Seat.objects.filter(name="typo-bot").exists()
+
+
+def test_a_body_over_4_mib_is_413(client, salon_room):
+    big = json.dumps({"content": "x" * (4 * 1024 * 1024 + 10)})
+
+    response = post(client, raw=big)
+
+    assert response.status_code == 413
+    assert response.json()["limit"] == 4 * 1024 * 1024
+
+
+def test_a_body_just_under_4_mib_is_not_413_but_the_content_rule(client, salon_room):
+    body = json.dumps({"content": "x" * (4 * 1024 * 1024 - 100)})
+
+    response = post(client, raw=body)
+
+    assert response.status_code == 422
+    assert "64 KiB" in response.json()["error"]
+
+
+def test_a_label_with_a_token_needs_it_401_when_missing(client, salon_room):
+    services.issue_token(label="ci")
+
+    response = post(client, {"content": "hi"})
+
+    assert response.status_code == 401
+    assert "Authorization: Bearer" in response.json()["error"]
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert not Entry.objects.exists()
+
+
+def test_a_wrong_token_is_401(client, salon_room):
+    services.issue_token(label="ci")
+
+    response = post(client, {"content": "hi"}, headers={"authorization": "Bearer salon_wrong"})
+
+    assert response.status_code == 401
+    assert "not valid" in response.json()["error"]
+
+
+def test_a_token_of_another_label_is_401(client, salon_room):
+    services.issue_token(label="ci")
+    other = services.issue_token(label="deploy")
+
+    response = post(client, {"content": "hi"}, headers={"authorization": f"Bearer {other}"})
+
+    assert response.status_code == 401
+
+
+def test_the_right_token_is_accepted(client, salon_room):
+    token = services.issue_token(label="ci")
+
+    response = post(client, {"content": "hi"}, headers={"authorization": f"Bearer {token}"})
+
+    assert response.status_code == 202
+
+
+def test_a_revoked_token_is_401(client, salon_room):
+    token = services.issue_token(label="ci")
+    services.issue_token(label="ci")
+    services.revoke_tokens(label="ci")
+    services.issue_token(label="ci")
+
+    response = post(client, {"content": "hi"}, headers={"authorization": f"Bearer {token}"})
+
+    assert response.status_code == 401
+
+
+def test_with_require_tokens_every_label_needs_one(client, salon_room, settings):
+    settings.REQUIRE_TOKENS = True
+
+    response = post(client, {"content": "hi"}, label="anyone")
+
+    assert response.status_code == 401
+
+
+def test_a_label_without_tokens_needs_none(client, salon_room):
+    services.issue_token(label="deploy")
+
+    assert post(client, {"content": "hi"}, label="ci").status_code == 202
+
+
+def test_the_token_is_checked_before_the_body(client, salon_room):
+    services.issue_token(label="ci")
+
+    response = post(client, raw="not json", content_type="text/plain")
+
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize("method", ["get", "put", "delete", "patch"])
+def test_only_post_is_allowed_405_with_allow(client, method):
+    response = getattr(client, method)("/notify?label=ci")
+
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    assert "POST" in response.json()["error"]
+
+
+def test_the_webhook_needs_no_csrf_token(salon_room):
+    strict = Client(enforce_csrf_checks=True)
+
+    response = post(strict, {"content": "hi"})
+
+    assert response.status_code == 202
+
+
+def test_an_internal_failure_is_a_json_500_without_a_traceback(client, salon_room, monkeypatch):
+    def explode(**kwargs):
+        raise RuntimeError("secret internals /home/x/db.py line 7")
+
+    monkeypatch.setattr(services, "send_entry", explode)
+
+    response = post(client, {"content": "hi"})
+
+    assert response.status_code == 500
+    assert set(response.json()) == {"error"}
+    assert "secret internals" not in response.content.decode()
+    assert "Traceback" not in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "status_body",
+    [
+        ({"content": "hi", "room": "nope"}, 404),
+        ({"content": 1}, 422),
+    ],
+)
+def test_every_error_body_is_json_with_an_error_text(client, salon_room, status_body):
+    body, status = status_body
+
+    response = post(client, body)
+
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    assert isinstance(response.json()["error"], str) and response.json()["error"]
+
+
+# ---------------------------------------------------------------- the real daemon
+
+
+def read_entry_elsewhere(env: dict[str, str], entry_id: str):
+    """Read an entry through a connection of our own (not the daemon's, not Django's)."""
+    query = "SELECT sender, content, via, sender_addr FROM bus_entry WHERE id = {}"
+    if env.get("DATABASE_URL"):
+        import psycopg
+
+        with psycopg.connect(env["DATABASE_URL"]) as db:
+            return db.execute(query.format("%s"), (entry_id,)).fetchone()
+    with sqlite3.connect(Path(env["AGENT_SALON_DB"])) as db:
+        return db.execute(query.format("?"), (entry_id.replace("-", ""),)).fetchone()
+
+
+@pytest.mark.slow
+def test_over_a_real_daemon_the_row_is_committed_when_the_202_arrives(daemon, env):
+    url = daemon.url + "/notify?label=ci"
+
+    response = httpx.post(url, json={"content": "from CI", "source": "spoof"}, timeout=10)
+
+    assert response.status_code == 202
+    # A second, independent connection to the daemon's database sees the row already.
+    row = read_entry_elsewhere(env, response.json()["id"])
+    assert row == ("ci", "from CI", "notify", "127.0.0.1")
+
+
+@pytest.mark.slow
+def test_over_a_real_daemon_refusals_are_json(daemon):
+    missing_room = httpx.post(
+        daemon.url + "/notify?label=ci", json={"content": "x", "room": "nope"}, timeout=10
+    )
+    no_label = httpx.post(daemon.url + "/notify", json={"content": "x"}, timeout=10)
+    not_json = httpx.post(daemon.url + "/notify?label=ci", content=b"x=1", timeout=10)
+
+    assert missing_room.status_code == 404 and missing_room.json()["rooms"] == ["salon"]
+    assert no_label.status_code == 400 and "label" in no_label.json()["error"]
+    assert not_json.status_code == 415
+
+
+@pytest.mark.slow
+def test_over_a_real_daemon_a_chunked_body_over_4_mib_is_413(daemon):
+    def chunks():
+        yield b'{"content": "'
+        for _ in range(5):
+            yield b"x" * (1024 * 1024)
+        yield b'"}'
+
+    response = httpx.post(
+        daemon.url + "/notify?label=ci",
+        content=chunks(),
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+
+    assert response.status_code == 413
