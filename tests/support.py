@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -181,17 +182,56 @@ def parse_json(text: str):
     return json.loads(text)
 
 
+def _postgres(env: dict[str, str]):
+    """A connection to the PostgreSQL store of `env` that reads json, jsonb and uuid as
+    text, as sqlite3 reads them, so one test reads either store the same way."""
+    import psycopg
+    from psycopg.types.string import TextLoader
+
+    connection = psycopg.connect(env["DATABASE_URL"], autocommit=True)
+    for type_name in ("json", "jsonb", "uuid"):
+        connection.adapters.register_loader(type_name, TextLoader)
+    return connection
+
+
 def query_store(env: dict[str, str], sql: str, params: tuple = ()) -> list[tuple]:
-    """Read a real process's store directly (SQLite file or its PostgreSQL database).
+    """Read a real process's store directly (its SQLite file or PostgreSQL database).
 
     Write the SQL with `?` placeholders; they are adapted for PostgreSQL.
     """
     if env.get("DATABASE_URL"):
-        import psycopg
-
-        with psycopg.connect(env["DATABASE_URL"]) as connection:
-            return connection.execute(sql.replace("?", "%s"), params).fetchall()
+        with _postgres(env) as connection:
+            return connection.execute(sql.replace("?", "%s"), params or None).fetchall()
     import sqlite3
 
-    with sqlite3.connect(env["AGENT_SALON_DB"]) as connection:
+    with contextlib.closing(sqlite3.connect(env["AGENT_SALON_DB"])) as connection:
         return connection.execute(sql, params).fetchall()
+
+
+def execute_store(env: dict[str, str], sql: str, params: tuple = ()) -> None:
+    """Change a real process's store behind the bus's back (tampering, ageing rows)."""
+    if env.get("DATABASE_URL"):
+        with _postgres(env) as connection:
+            connection.execute(sql.replace("?", "%s"), params or None)
+        return
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(env["AGENT_SALON_DB"])) as connection, connection:
+        connection.execute(sql, params)
+
+
+def store_tables(env: dict[str, str]) -> set[str]:
+    if env.get("DATABASE_URL"):
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    return {row[0] for row in query_store(env, sql)}
+
+
+def dump_store(env: dict[str, str]) -> list[str]:
+    """Every row of every table, as text: any write shows up as a difference."""
+    rows = []
+    for table in sorted(store_tables(env)):
+        for row in sorted(map(repr, query_store(env, f'SELECT * FROM "{table}"'))):
+            rows.append(f"{table}: {row}")
+    return rows

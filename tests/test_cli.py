@@ -1,7 +1,7 @@
-"""`salon <command>` as people, hooks and cron run it: real processes on a real SQLite file.
+"""`salon <command>` as people, hooks and cron run it: real processes on a real store.
 
 Every test spawns `python -m salon.cli …` (what the `salon` script runs) against the
-temporary database of the `env` fixture and reads the database back with sqlite3 or a
+temporary store of the `env` fixture and reads the database back directly or with a
 `--json` read. Identity comes from AGENT_SALON_NAME (or the working directory's name)
 and CLAUDE_CODE_SESSION_ID, set per call.
 """
@@ -9,11 +9,17 @@ and CLAUDE_CODE_SESSION_ID, set per call.
 from __future__ import annotations
 
 import json
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 
-from tests.support import run_salon
+from tests.support import (
+    drop_store,
+    dump_store,
+    execute_store,
+    query_store,
+    run_salon,
+    salon_env,
+    store_tables,
+)
 
 WEB_SESSION = "3f9c1a20-5b7e-4c1d-9a2f-0e1d2c3b4a51"
 API_SESSION = "c4e1b7d2-8a9f-4e3d-b2c1-a0f9e8d7c6b5"
@@ -79,19 +85,16 @@ def refused(done, *, code=None) -> str:
 
 
 def query(env, sql, *params):
-    with closing(sqlite3.connect(env["AGENT_SALON_DB"])) as db:
-        return db.execute(sql, params).fetchall()
+    return query_store(env, sql, params)
 
 
 def execute(env, sql, *params):
-    with closing(sqlite3.connect(env["AGENT_SALON_DB"])) as db, db:
-        db.execute(sql, params)
+    execute_store(env, sql, params)
 
 
 def dump(env) -> list[str]:
-    """Every row of the database, as SQL: any write shows up as a difference."""
-    with closing(sqlite3.connect(env["AGENT_SALON_DB"])) as db:
-        return list(db.iterdump())
+    """Every row of the database, as text: any write shows up as a difference."""
+    return dump_store(env)
 
 
 def meet(env):
@@ -338,9 +341,13 @@ def test_send_create_makes_the_room(env):
     assert query(env, "SELECT last_seq FROM bus_room WHERE name = 'ops'") == [(1,)]
 
 
-def test_a_database_that_was_never_migrated_is_one_line_naming_migrate(tmp_path, env):
-    fresh = dict(env, AGENT_SALON_DB=str(tmp_path / "empty.db"))
-    line = refused(web(fresh, "inbox", "team"), code=1)
+def test_a_database_that_was_never_migrated_is_one_line_naming_migrate(tmp_path):
+    (tmp_path / "fresh").mkdir()
+    fresh = salon_env(tmp_path / "fresh")  # a new, empty store: never migrated
+    try:
+        line = refused(web(fresh, "inbox", "team"), code=1)
+    finally:
+        drop_store(fresh)
     assert "salon migrate" in line
 
 
@@ -531,7 +538,7 @@ def test_lean_commands_are_bus_commands_and_never_djangos_own():
 
 
 def test_migrate_from_the_command_line_keeps_the_full_app_set(env):
-    tables = {row[0] for row in query(env, "SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = store_tables(env)
     assert {"auth_user", "django_admin_log", "django_session", "bus_entry"} <= tables
 
 
