@@ -1006,7 +1006,8 @@ def replay_pushes(*, seat: Seat, after: int) -> list[tuple[int, Entry]]:
     """Pushes to this seat after SSE event id `after`, in order (Last-Event-ID resume)."""
     rows = (
         WakeDecision.objects.filter(seat=seat, push_seq__gt=after)
-        .select_related("entry__room").order_by("push_seq")
+        .select_related("entry__room")
+        .order_by("push_seq")
     )
     return [(row.push_seq, row.entry) for row in rows]
 
@@ -1022,10 +1023,9 @@ def collect_wakes(*, seat: Seat, room: str | None = None, limit: int = 20) -> di
         ]
     )
     announced = [
-        row for row in rows
-        if WakeDecision.objects.filter(pk=row.pk, announced_at__isnull=True).update(
-            announced_at=at
-        )
+        row
+        for row in rows
+        if WakeDecision.objects.filter(pk=row.pk, announced_at__isnull=True).update(announced_at=at)
     ]
     entries = [entry_dict(row.entry, seat=seat, woken=True) for row in announced]
     return {
@@ -1054,9 +1054,7 @@ def merge_silent_seat(*, old: Seat, into: Seat) -> bool:
     if old.pk == into.pk or Seat.objects.filter(pk=old.pk, last_wrote__isnull=False).exists():
         return False
     with transaction.atomic():
-        for room in Room.objects.filter(
-            memberships__seat=old, memberships__left_at__isnull=True
-        ):
+        for room in Room.objects.filter(memberships__seat=old, memberships__left_at__isnull=True):
             _ensure_membership(into, room)
         Seat.objects.filter(pk=old.pk).delete()
     return True
@@ -1122,20 +1120,22 @@ def claim_nudges(*, seat: Seat, limit: int = 100) -> list[Entry]:
 def announce_wakes(
     *, seat: Seat, rooms: Sequence[str] | None = None, limit: int = 20
 ) -> list[dict]:
-    """`salon wait`: the waking, unread entries never pushed nor announced to this seat
-    (in `rooms`, if given), oldest first, each marked announced. Cursor untouched."""
+    """`salon wait`: the waking, unread entries never announced to this seat (in `rooms`,
+    if given), oldest first, each marked announced. Cursor untouched.
+
+    An entry already pushed to a stream of the seat is announced all the same: the server
+    cannot know whether Claude Code showed the push (channels may be off on its side),
+    and the Monitor must get every claim noticed without them."""
     at = now()
     if _quiet_now(seat, at):
         return []
-    pending = _unread_wakes(seat).filter(push_seq__isnull=True, announced_at__isnull=True)
+    pending = _unread_wakes(seat).filter(announced_at__isnull=True)
     if rooms:
         pending = pending.filter(room__in=[get_room(name) for name in rooms])
     announced = [
         row
         for row in pending[:limit]
-        if WakeDecision.objects.filter(pk=row.pk, announced_at__isnull=True).update(
-            announced_at=at
-        )
+        if WakeDecision.objects.filter(pk=row.pk, announced_at__isnull=True).update(announced_at=at)
     ]
     return [entry_dict(row.entry, seat=seat, woken=True) for row in announced]
 
