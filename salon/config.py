@@ -12,6 +12,7 @@ variable, so start-up stops instead of silently falling back to a default.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import sys
@@ -36,6 +37,8 @@ KNOWN = {
     "AGENT_SALON_DEFAULT_ROOM": "salon",
     "AGENT_SALON_HEADLESS": "",
     "AGENT_SALON_DEBUG": "0",
+    # days of stats ledger rows `salon prune` keeps (bus.stats)
+    "AGENT_SALON_STATS_DAYS": "30",
 }
 
 
@@ -61,8 +64,9 @@ def parse_config_text(text: str) -> dict[str, str]:
 
 
 def read_config_file(path: str) -> dict[str, str]:
+    """Read the AGENT_SALON_CONFIG file (UTF-8; a leading byte-order mark is ignored)."""
     try:
-        return parse_config_text(Path(path).expanduser().read_text(encoding="utf-8"))
+        return parse_config_text(Path(path).expanduser().read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(
             f"AGENT_SALON_CONFIG names {path!r}, which does not exist; "
@@ -82,14 +86,19 @@ def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
 
 
 def unknown_variables(values: Mapping[str, str]) -> list[str]:
-    return sorted(k for k in values if k.startswith("AGENT_SALON_") and k not in KNOWN)
+    """Names that look like ours but are not: `AGENT_SALON_PROT`, `agent_salon_port`,
+    or a config-file line written as `export AGENT_SALON_PORT=…`."""
+    return sorted(k for k in values if "AGENT_SALON_" in k.upper() and k not in KNOWN)
 
 
 def warn_unknown(values: Mapping[str, str], stream=None) -> None:
     for name in unknown_variables(values):
+        guess = difflib.get_close_matches(name.split()[-1].upper(), KNOWN, n=1, cutoff=0.75)
+        hint = (
+            f"did you mean {guess[0]}?" if guess else f"known variables: {', '.join(sorted(KNOWN))}"
+        )
         print(
-            f"agent-salon: warning: unknown variable {name} is ignored "
-            f"(known: {', '.join(sorted(KNOWN))})",
+            f"agent-salon: warning: unknown variable {name} is ignored; {hint}",
             file=stream or sys.stderr,
         )
 
@@ -108,11 +117,12 @@ class Settings:
 
     def integer(self, name: str, *, minimum: int = 0, maximum: int | None = None) -> int:
         value = self.text(name) or KNOWN[name]
-        if not re.fullmatch(r"\d+", value):
+        if not re.fullmatch(r"[0-9]+", value):
             raise ConfigError(
                 f"{name}={value!r} is not a whole number; set it to e.g. {KNOWN[name]}"
             )
-        number = int(value)
+        # A 5000-digit value is out of range, not a crash in int().
+        number = int(value) if len(value) <= 18 else -1
         if number < minimum or (maximum is not None and number > maximum):
             upper = f"..{maximum}" if maximum is not None else " or more"
             raise ConfigError(f"{name}={value!r} is out of range; use {minimum}{upper}")
@@ -129,5 +139,12 @@ class Settings:
             return False
         raise ConfigError(f"{name}={value!r} is not a flag; use 1 or 0")
 
+    def optional_flag(self, name: str) -> bool | None:
+        """A flag that may be left unset: None means "work it out yourself"."""
+        return self.flag(name) if self.text(name) else None
+
     def items(self, name: str) -> list[str]:
-        return [part.strip() for part in self.raw(name).split(",") if part.strip()]
+        """A comma-separated list; an empty value means the default list, like every
+        other empty value (an empty AGENT_SALON_ALLOWED_HOSTS must not lock /mcp)."""
+        value = self.raw(name) if self.text(name) else KNOWN.get(name, "")
+        return [part.strip() for part in value.split(",") if part.strip()]

@@ -126,6 +126,8 @@ try:
     BIND = _bind_address(_cfg.text("AGENT_SALON_BIND") or "127.0.0.1")
     LONG_CHARS = _cfg.integer("AGENT_SALON_LONG_CHARS", minimum=1)
     INBOX_CHARS = _cfg.integer("AGENT_SALON_INBOX_CHARS")
+    # The stats ledger's retention in days, enforced by `salon prune` (bus.stats).
+    STATS_DAYS = _cfg.integer("AGENT_SALON_STATS_DAYS", minimum=1, maximum=3650)
     REQUIRE_TOKENS = _cfg.flag("AGENT_SALON_REQUIRE_TOKENS")
     DEBUG = _cfg.flag("AGENT_SALON_DEBUG")
     MCP_ALLOWED_HOSTS = _cfg.items("AGENT_SALON_ALLOWED_HOSTS")

@@ -1,0 +1,153 @@
+"""`salon serve`: a real daphne process, started and stopped the way a user does it."""
+
+from __future__ import annotations
+
+import io
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from tests.support import Daemon, free_port, run_salon, salon_cmd, salon_env
+
+pytestmark = pytest.mark.slow
+
+
+def test_serve_answers_healthz_with_ok_and_db_ok(daemon):
+    response = httpx.get(daemon.url + "/healthz", timeout=5)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json() == {"ok": True, "db": "ok"}
+
+
+def test_the_banner_names_the_address_and_where_the_admin_is(daemon):
+    log = daemon.log()
+    assert f"agent-salon listening on http://127.0.0.1:{daemon.port}" in log
+    assert f"http://127.0.0.1:{daemon.port}/admin/" in log
+    assert "Ctrl-C" in log
+
+
+def test_the_admin_login_page_is_served(daemon):
+    response = httpx.get(daemon.url + "/admin/login/", timeout=5)
+    assert response.status_code == 200
+    assert "csrfmiddlewaretoken" in response.text
+
+
+def test_ctrl_c_stops_serve_with_exit_code_0_and_no_traceback(daemon):
+    assert daemon.stop(signal.SIGINT) == 0
+    assert "Traceback" not in daemon.log()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(daemon.url + "/healthz", timeout=2)
+
+
+def test_sigterm_stops_serve_cleanly_too(daemon):
+    # What systemd, docker and a process supervisor send.
+    assert daemon.stop(signal.SIGTERM) == 0
+    assert "Traceback" not in daemon.log()
+
+
+def test_ctrl_c_stops_serve_even_when_started_with_sigint_ignored(tmp_path, env):
+    """REGRESSION: 2026-11-30 — `salon serve &` from a shell script (no job control)
+    inherits SIGINT as ignored; daphne then kept running after `kill -INT`, 5 s and
+    counting. `salon serve` now takes SIGINT back."""
+    port = free_port()
+    log = (tmp_path / "serve.log").open("wb")
+    process = subprocess.Popen(
+        salon_cmd("serve", "--port", str(port)),
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        _wait_for_health(f"http://127.0.0.1:{port}", process)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+def test_serve_applies_migrations_before_it_listens(tmp_path):
+    # The embedded default, on a SQLite file that does not exist yet.
+    env = salon_env(tmp_path, DATABASE_URL="", REDIS_URL="")
+    server = Daemon(env=env, cwd=tmp_path).start()
+    try:
+        with sqlite3.connect(env["AGENT_SALON_DB"]) as conn:
+            rooms = [name for (name,) in conn.execute("SELECT name FROM bus_room")]
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        assert server.stop() == 0
+    assert rooms == ["salon"]
+
+
+def test_serve_listens_on_agent_salon_bind_and_port_from_the_environment(tmp_path, env):
+    port = free_port()
+    env = {**env, "AGENT_SALON_BIND": "127.0.0.1", "AGENT_SALON_PORT": str(port)}
+    log = (tmp_path / "serve.log").open("wb")
+    process = subprocess.Popen(
+        salon_cmd("serve"),
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_health(f"http://127.0.0.1:{port}", process)
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 0
+    assert f"listening on http://127.0.0.1:{port}" in (tmp_path / "serve.log").read_text()
+
+
+def test_a_port_already_in_use_stops_serve_with_a_non_zero_exit(tmp_path, env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_salon("serve", "--port", str(port), env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode != 0
+    assert "Address already in use" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.django_db
+def test_a_non_loopback_bind_with_no_tokens_issued_prints_a_loud_warning():
+    from bus.management.commands.serve import Command
+
+    out, err = io.StringIO(), io.StringIO()
+    Command(stdout=out, stderr=err).print_banner("0.0.0.0", 9315)
+    assert "listening on http://0.0.0.0:9315" in out.getvalue()
+    assert "WARNING" in err.getvalue()
+    assert "salon token issue" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_loopback_bind_prints_no_warning():
+    from bus.management.commands.serve import Command
+
+    out, err = io.StringIO(), io.StringIO()
+    Command(stdout=out, stderr=err).print_banner("127.0.0.1", 9315)
+    assert err.getvalue() == ""
+
+
+def _wait_for_health(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "salon serve exited early"
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url}/healthz did not answer within {timeout}s")
