@@ -162,8 +162,24 @@ try:
 except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
-# The data directory holds the generated secret next to the embedded database.
-DATA_DIR = DB_PATH.parent
+
+
+def _data_dir() -> Path:
+    """Where the generated secret (and the hooks' log) live.
+
+    Embedded: next to the SQLite file, which every process of that salon names. With
+    DATABASE_URL, the SQLite path no longer names anything shared, and a secret beside
+    it would differ per working directory (every entry would read as tampered from
+    another one): unless AGENT_SALON_DB is given, use one directory per user instead,
+    $XDG_DATA_HOME/agent-salon. Several machines must share AGENT_SALON_SECRET.
+    """
+    if not DATABASE_URL or _cfg.text("AGENT_SALON_DB"):
+        return DB_PATH.parent
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "agent-salon"
+
+
+DATA_DIR = _data_dir()
 
 
 def _load_or_create_secret() -> str:
