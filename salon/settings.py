@@ -173,7 +173,7 @@ def _data_dir() -> Path:
     another one): unless AGENT_SALON_DB is given, use one directory per user instead,
     $XDG_DATA_HOME/agent-salon. Several machines must share AGENT_SALON_SECRET.
     """
-    if not DATABASE_URL or _cfg.text("AGENT_SALON_DB"):
+    if not DATABASE_URL or _cfg.values.get("AGENT_SALON_DB", "").strip():
         return DB_PATH.parent
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base).expanduser() / "agent-salon"

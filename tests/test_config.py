@@ -395,6 +395,35 @@ def test_database_url_selects_postgresql_and_ignores_agent_salon_db(tmp_path):
     )
 
 
+def test_with_database_url_the_secret_lives_in_one_place_whatever_the_working_directory(
+    tmp_path,
+):
+    """Two processes on one PostgreSQL, started in different directories, must sign with
+    the same generated secret (else each reads the other's entries as tampered)."""
+    env = sqlite_env(
+        tmp_path,
+        DATABASE_URL="postgres://salon@db.internal/salon",
+        XDG_DATA_HOME=str(tmp_path / "xdg"),
+    )
+    del env["AGENT_SALON_DB"]  # the default: no SQLite path that could name a place
+    secrets = []
+    for here in ("project-a", "project-b"):
+        (tmp_path / here).mkdir()
+        done = run_salon(
+            "shell",
+            "--verbosity",
+            "0",
+            "-c",
+            "from django.conf import settings; print(settings.DATA_DIR, settings.SALON_SECRET)",
+            env=env,
+            cwd=tmp_path / here,
+        )
+        assert done.returncode == 0, done.stderr
+        secrets.append(done.stdout.split())
+    assert secrets[0] == secrets[1]
+    assert secrets[0][0] == str(tmp_path / "xdg" / "agent-salon")
+
+
 def test_redis_url_selects_the_channels_redis_layer(tmp_path):
     got = _settings(
         tmp_path, "settings.CHANNEL_LAYERS['default']", REDIS_URL="redis://127.0.0.1:6379/3"
