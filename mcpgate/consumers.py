@@ -178,24 +178,11 @@ class McpConsumer(StreamingHttpConsumer):
         if not isinstance(message, protocol.Request):
             await self.send_response(202, b"")
             return
-        if message.method == "ping":
-            await self.reply(200, protocol.result_message(message.id, {}))
-        elif message.method == "tools/list":
-            await self.reply(
-                200, protocol.result_message(message.id, {"tools": tools.tool_listing()})
-            )
-        elif message.method == "tools/call":
+        plain = tools.answer_plain(message)
+        if plain is not None:
+            await self.reply(200, plain)
+        else:  # tools/call (initialize was answered above, session or not)
             await self.call_tool(session, message)
-        else:
-            await self.reply(
-                200,
-                protocol.error_message(
-                    message.id,
-                    protocol.METHOD_NOT_FOUND,
-                    f"method {message.method[:64]!r} is not supported; this server offers "
-                    "initialize, ping, tools/list and tools/call",
-                ),
-            )
 
     async def initialize(self, message: protocol.Request) -> None:
         label = (self.query.get("label") or [""])[0].strip()
@@ -214,21 +201,14 @@ class McpConsumer(StreamingHttpConsumer):
             rooms = await database_sync_to_async(sessions.validate_rooms)(requested)
         except RuleError as exc:
             raise protocol.http_error(400, str(exc), protocol.INVALID_PARAMS, message.id) from None
-        version = protocol.negotiate_version(message.params.get("protocolVersion"))
+        version, answer = tools.initialize_answer(message)
         session = await database_sync_to_async(sessions.create_session)(
             label=label,
             rooms=rooms,
             version=version,
             client_info=message.params.get("clientInfo") or {},
         )
-        result = protocol.initialize_result(
-            version=version, instructions=tools.INSTRUCTIONS, server_version=tools.server_version()
-        )
-        await self.reply(
-            200,
-            protocol.result_message(message.id, result),
-            headers=[(b"mcp-session-id", session.id.encode())],
-        )
+        await self.reply(200, answer, headers=[(b"mcp-session-id", session.id.encode())])
 
     async def call_tool(self, session, message: protocol.Request) -> None:
         binding = sessions.HttpBinding(session, self.base_url())

@@ -83,7 +83,9 @@ def end_session(session: McpSession) -> None:
         return
     held = (
         McpSession.objects.filter(seat_id=session.seat_id, ended_at__isnull=True)
-        .exclude(pk=session.pk).exclude(stream_token="").exists()
+        .exclude(pk=session.pk)
+        .exclude(stream_token="")
+        .exists()
     )
     if not held:
         services.sign_off(seat=session.seat)
@@ -123,8 +125,10 @@ class HttpBinding:
 
     def status(self) -> dict:
         return tools.salon_status(
-            seat=self.seat() if self.label else None, label=self.label,
-            protocol_version=self.session.protocol_version, base_url=self.base_url,
+            seat=self.seat() if self.label else None,
+            label=self.label,
+            protocol_version=self.session.protocol_version,
+            base_url=self.base_url,
         )
 
 

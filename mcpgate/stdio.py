@@ -51,8 +51,12 @@ class StdioBinding:
         return self.seat()
 
     def status(self) -> dict:
-        return tools.salon_status(seat=self.seat(), label=self.label,
-                                  protocol_version=self.protocol_version, base_url=None)
+        return tools.salon_status(
+            seat=self.seat(),
+            label=self.label,
+            protocol_version=self.protocol_version,
+            base_url=None,
+        )
 
 
 class StdioServer:
@@ -172,21 +176,11 @@ class StdioServer:
 
     async def answer(self, message: protocol.Request) -> dict:
         if message.method == "initialize":
-            version = protocol.negotiate_version(message.params.get("protocolVersion"))
-            self.binding.protocol_version = version
-            return protocol.result_message(message.id, protocol.initialize_result(
-                version=version, instructions=tools.INSTRUCTIONS,
-                server_version=tools.server_version(),
-            ))
-        if message.method == "ping":
-            return protocol.result_message(message.id, {})
-        if message.method == "tools/list":
-            return protocol.result_message(message.id, {"tools": tools.tool_listing()})
-        if message.method != "tools/call":
-            return protocol.error_message(
-                message.id, protocol.METHOD_NOT_FOUND,
-                f"method {message.method[:64]!r} is not supported",
-            )
+            self.binding.protocol_version, answer = tools.initialize_answer(message)
+            return answer
+        plain = tools.answer_plain(message)
+        if plain is not None:
+            return plain
         tool, arguments = tools.prepare_call(self.binding, message.params)
         if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
             result = await self.wait(message, arguments)
@@ -206,9 +200,7 @@ class StdioServer:
         try:
             while True:
                 arrived.clear()
-                result = await database_sync_to_async(tools.run_tool)(
-                    self.binding, tool, arguments
-                )
+                result = await database_sync_to_async(tools.run_tool)(self.binding, tool, arguments)
                 left = deadline - loop.time()
                 if (result.get("structuredContent") or {}).get("entries") or left <= 0:
                     return result

@@ -323,22 +323,52 @@ def shape_result(result: dict) -> dict:
     return protocol.tool_result(result)
 
 
+def answer_plain(request: protocol.Request) -> dict | None:
+    """The answers that need neither session nor seat: ping, tools/list, and unknown
+    methods. None for initialize and tools/call, which the transport handles."""
+    if request.method == "ping":
+        return protocol.result_message(request.id, {})
+    if request.method == "tools/list":
+        return protocol.result_message(request.id, {"tools": tool_listing()})
+    if request.method in ("initialize", "tools/call"):
+        return None
+    return protocol.error_message(
+        request.id,
+        protocol.METHOD_NOT_FOUND,
+        f"method {request.method[:64]!r} is not supported; this server offers "
+        "initialize, ping, tools/list and tools/call",
+    )
+
+
+def initialize_answer(request: protocol.Request) -> tuple[str, dict]:
+    """(the negotiated protocol version, the initialize result message)."""
+    version = protocol.negotiate_version(request.params.get("protocolVersion"))
+    result = protocol.initialize_result(
+        version=version, instructions=INSTRUCTIONS, server_version=server_version()
+    )
+    return version, protocol.result_message(request.id, result)
+
+
 def tool_listing() -> list[dict]:
     return [tool.listing() for tool in TOOLS.values()]
 
 
-def salon_status(*, seat: Seat | None, label: str, protocol_version: str,
-                 base_url: str | None) -> dict:
+def salon_status(
+    *, seat: Seat | None, label: str, protocol_version: str, base_url: str | None
+) -> dict:
     """salon_status: where the bus is, which seat this is, and who shares its rooms."""
     rooms = services.seat_rooms(seat) if seat else []
     at = timezone.now()
     neighbours = (
         Seat.objects.filter(memberships__room__name__in=rooms, memberships__left_at__isnull=True)
-        .select_related("agent").distinct().order_by("name")
+        .select_related("agent")
+        .distinct()
+        .order_by("name")
     )
     return {
         "endpoints": {"mcp": f"{base_url}/mcp", "notify": f"{base_url}/notify"}
-        if base_url else {"mcp": "stdio (salon mcp)", "notify": None},
+        if base_url
+        else {"mcp": "stdio (salon mcp)", "notify": None},
         "session": {
             "seat": seat.name if seat else None,
             "label": label or None,
@@ -346,8 +376,11 @@ def salon_status(*, seat: Seat | None, label: str, protocol_version: str,
             "protocolVersion": protocol_version,
         },
         "seats": [
-            {"seat": other.name, "liveness": services.seat_liveness(other, at),
-             "rooms": services.seat_rooms(other)}
+            {
+                "seat": other.name,
+                "liveness": services.seat_liveness(other, at),
+                "rooms": services.seat_rooms(other),
+            }
             for other in neighbours
         ],
         # Each room's counter is its entry count: no scan, whatever the room's size.
