@@ -26,7 +26,6 @@ from salon import metrics
 log = logging.getLogger("salon.mcp")
 
 KEEPALIVE_SECONDS = 15
-PROGRESS_SECONDS = 30
 INITIAL_PUSH_LIMIT = 20
 JSON = (b"content-type", b"application/json")
 SSE_HEADERS = [
@@ -239,25 +238,10 @@ class McpConsumer(StreamingHttpConsumer):
         self.spawn(self.run_wait(binding, message, arguments))
 
     async def run_wait(self, binding, message, arguments) -> None:
-        timeout = float(arguments.get("timeout", 60))
-        deadline = time.monotonic() + timeout
-        token = protocol.progress_token(message.params)
-        tool = tools.TOOLS["wait"]
-        ticks = 0
-        while True:
-            result = await database_sync_to_async(tools.run_tool)(binding, tool, arguments)
-            found = (result.get("structuredContent") or {}).get("entries")
-            left = deadline - time.monotonic()
-            if found or result.get("isError") or left <= 0:
-                break
-            self.waiter.clear()
-            try:
-                await asyncio.wait_for(self.waiter.wait(), min(left, PROGRESS_SECONDS))
-            except TimeoutError:
-                if token is not None and time.monotonic() < deadline:
-                    ticks += 1
-                    note = protocol.progress_notification(token, ticks, "waiting for entries")
-                    await self.send_chunk(protocol.sse_event(note))
+        async def progress(note: dict) -> None:
+            await self.send_chunk(protocol.sse_event(note))
+
+        result = await tools.wait_for_wakes(binding, message, arguments, self.waiter, progress)
         await self.send_chunk(protocol.sse_event(protocol.result_message(message.id, result)))
         await self.end_response()
 

@@ -191,25 +191,10 @@ class StdioServer:
         return protocol.result_message(message.id, result)
 
     async def wait(self, message: protocol.Request, arguments: dict) -> dict:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + float(arguments.get("timeout", 60))
-        token = protocol.progress_token(message.params)
-        tool, ticks = tools.TOOLS["wait"], 0
         arrived = asyncio.Event()
         self.waiters.add(arrived)
         try:
-            while True:
-                arrived.clear()
-                result = await database_sync_to_async(tools.run_tool)(self.binding, tool, arguments)
-                left = deadline - loop.time()
-                if (result.get("structuredContent") or {}).get("entries") or left <= 0:
-                    return result
-                try:
-                    await asyncio.wait_for(arrived.wait(), min(left, 30))
-                except TimeoutError:
-                    if token is not None:
-                        ticks += 1
-                        await self.write(protocol.progress_notification(token, ticks))
+            return await tools.wait_for_wakes(self.binding, message, arguments, arrived, self.write)
         finally:
             self.waiters.discard(arrived)
 

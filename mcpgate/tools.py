@@ -7,6 +7,7 @@ knows the caller's label and binds its seat on first use.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -347,6 +348,44 @@ def initialize_answer(request: protocol.Request) -> tuple[str, dict]:
         version=version, instructions=INSTRUCTIONS, server_version=server_version()
     )
     return version, protocol.result_message(request.id, result)
+
+
+# A long wait reports progress this often: Claude Code aborts a tool call that shows
+# neither a result nor progress for 300 s.
+PROGRESS_SECONDS = 30
+
+
+async def wait_for_wakes(
+    binding: Binding,
+    request: protocol.Request,
+    arguments: dict,
+    arrived: asyncio.Event,
+    send_progress,
+) -> dict:
+    """The wait tool, for any transport: look at the ledger; if nothing is waiting, sleep
+    until `arrived` is set (the transport sets it on each doorbell) or the timeout, and
+    look again. `send_progress(message)` delivers progress notifications."""
+    from channels.db import database_sync_to_async
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + float(arguments.get("timeout", 60))
+    token = protocol.progress_token(request.params)
+    ticks = 0
+    while True:
+        arrived.clear()  # before looking: a ring during the look is not lost
+        result = await database_sync_to_async(run_tool)(binding, TOOLS["wait"], arguments)
+        left = deadline - loop.time()
+        found = (result.get("structuredContent") or {}).get("entries")
+        if found or result.get("isError") or left <= 0:
+            return result
+        try:
+            await asyncio.wait_for(arrived.wait(), min(left, PROGRESS_SECONDS))
+        except TimeoutError:
+            if token is not None and loop.time() < deadline:
+                ticks += 1
+                await send_progress(
+                    protocol.progress_notification(token, ticks, "waiting for entries")
+                )
 
 
 def tool_listing() -> list[dict]:
