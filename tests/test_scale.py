@@ -185,8 +185,10 @@ async def run_fault(client, urls, kill_and_restart, stored_ids) -> dict:
         session = await RawSession(client, urls[n % len(urls)], f"label=target-{n}").open()
         readers.append(Reader(session, await session.seat()))
     stop = asyncio.Event()
-    followers = [asyncio.create_task(follow(r, urls[i % len(urls):] + urls[:i % len(urls)],
-                                            stop)) for i, r in enumerate(readers)]
+    followers = [
+        asyncio.create_task(follow(r, urls[i % len(urls) :] + urls[: i % len(urls)], stop))
+        for i, r in enumerate(readers)
+    ]
     await asyncio.sleep(0.5)
     load = asyncio.create_task(send_load(senders, readers, urls, total=2000, seconds=20))
     await asyncio.sleep(7)
@@ -239,9 +241,11 @@ async def test_a_worker_killed_mid_load_loses_no_acknowledged_entry_and_no_push(
 
     def stored_ids():
         with psycopg.connect(url) as connection:
-            return tally(connection.execute(
-                "SELECT id::text, (\"to\"::jsonb)->>0 FROM bus_entry WHERE type = 'QUESTION'"
-            ).fetchall())
+            return tally(
+                connection.execute(
+                    "SELECT id::text, (\"to\"::jsonb)->>0 FROM bus_entry WHERE type = 'QUESTION'"
+                ).fetchall()
+            )
 
     await run_fault(client, [d.url for d in workers], kill_and_restart, stored_ids)
 
@@ -269,3 +273,50 @@ async def test_the_embedded_daemon_killed_mid_load_loses_nothing(tmp_path, clien
         await run_fault(client, [holder[0].url], kill_and_restart, stored_ids)
     finally:
         holder[0].stop()
+
+
+# ------------------------------------------------------------------ salon serve --workers
+
+
+def test_several_workers_without_redis_are_refused_with_the_fix(env, tmp_path):
+    from tests.support import run_salon
+
+    done = run_salon("serve", "--workers", "2", env={**env, "REDIS_URL": ""}, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "REDIS_URL" in done.stderr and "Traceback" not in done.stderr
+
+
+@needs_scale
+async def test_serve_workers_runs_that_many_daphne_processes_on_one_port(env, tmp_path, client):
+    import subprocess
+
+    from tests.support import free_port, salon_cmd
+
+    port = free_port()
+    server = subprocess.Popen(
+        salon_cmd("serve", "--workers", "2", "--port", str(port)),
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(150):
+            try:
+                if (await client.get(f"{base}/healthz")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                await asyncio.sleep(0.1)
+        # A session made through one worker is used through whichever accepts next.
+        session = await RawSession(client, base, "label=pooled").open()
+        seats = {await session.seat() for _ in range(6)}
+    finally:
+        server.send_signal(2)
+        output, _ = server.communicate(timeout=30)
+    assert len(seats) == 1
+    assert "workers      : 2" in output
+    assert server.returncode == 0
+    assert "Traceback" not in output
