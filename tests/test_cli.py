@@ -11,20 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.claude_kit import API_SEAT, WEB_SEAT, WEB_SESSION, api, salon, web
 from tests.support import (
     drop_store,
     dump_store,
     execute_store,
     query_store,
-    run_salon,
     salon_env,
     store_tables,
 )
-
-WEB_SESSION = "3f9c1a20-5b7e-4c1d-9a2f-0e1d2c3b4a51"
-API_SESSION = "c4e1b7d2-8a9f-4e3d-b2c1-a0f9e8d7c6b5"
-WEB_SEAT = "web-app#3f9c1a20"
-API_SEAT = "api-service#c4e1b7d2"
 
 COMMANDS = [
     "send",
@@ -44,23 +39,6 @@ COMMANDS = [
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def salon(env, *args, agent=None, session=None, cwd=None, stdin="", **extra):
-    environment = dict(env, **extra)
-    if agent:
-        environment["AGENT_SALON_NAME"] = agent
-    if session:
-        environment["CLAUDE_CODE_SESSION_ID"] = session
-    return run_salon(*args, env=environment, cwd=cwd, stdin=stdin)
-
-
-def web(env, *args, **kw):
-    return salon(env, *args, agent="web-app", session=WEB_SESSION, **kw)
-
-
-def api(env, *args, **kw):
-    return salon(env, *args, agent="api-service", session=API_SESSION, **kw)
 
 
 def ok(done):
