@@ -545,3 +545,120 @@ def _register_mcp_sessions() -> None:
 
 
 _register_mcp_sessions()
+
+
+# ---------------------------------------------------------------- stats (/admin/stats/)
+
+STATS_WINDOWS = (("6h", "6 hours"), ("24h", "24 hours"), ("7d", "7 days"), ("30d", "30 days"))
+STATS_SEAT_ROWS = 100
+STATS_LONGEST = timedelta(days=400)
+
+
+def stats_view(request):
+    """The numbers of `salon stats` for a chosen window, with inline-SVG charts drawn on
+    the server (no script, no CDN: the page works offline). Staff only (admin_view)."""
+    from django.template.response import TemplateResponse
+
+    from bus import stats
+
+    since = request.GET.get("since") or stats.DEFAULT_SINCE
+    room = request.GET.get("room") or ""
+    problem = None
+    try:
+        if stats.parse_since(since) > STATS_LONGEST:
+            raise rules.RuleError(
+                f"a window of at most {STATS_LONGEST.days} days, please (the charts have a "
+                "bar per day)"
+            )
+        if room:
+            rules.validate_name(room, "room")
+    except rules.RuleError as exc:
+        problem, since, room = str(exc), stats.DEFAULT_SINCE, ""
+    at = timezone.now()
+    rooms = [room] if room else []
+    try:
+        document = stats.report(rooms=rooms, since=since, seats=True, at=at)
+    except rules.RuleError as exc:  # a room that does not exist
+        problem, room, rooms = str(exc), "", []
+        document = stats.report(since=since, seats=True, at=at)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Stats",
+        "subtitle": "What the bus cost, and whether anyone was there to be woken",
+        "problem": problem,
+        "since": since,
+        "room": room,
+        "windows": [
+            (value, label, "?" + urlencode({"since": value, **({"room": room} if room else {})}))
+            for value, label in STATS_WINDOWS
+        ],
+        "room_choices": list(Room.objects.order_by("name").values_list("name", flat=True)),
+        "doc": document,
+        "numbers": document["totals"],
+        "seat_rows": sorted(
+            ({"room": r["room"], **seat} for r in document["rooms"] for seat in r["seats"]),
+            key=lambda s: (
+                -s["wakeUps"]["reachedNoSession"],
+                -s["wakeUps"]["decided"],
+                s["seat"],
+                s["room"],
+            ),
+        )[:STATS_SEAT_ROWS],
+    }
+    if not document["ledger"]["empty"]:
+        line = stats.timeline(rooms=rooms, since=since, at=at)
+        step, buckets = line["step"], line["buckets"]
+        per = "hour" if step.total_seconds() <= 3600 else "day"
+        numbers = document["totals"]
+        wake = numbers["wakeUps"]
+        context.update(
+            per=per,
+            entries_chart=stats.stacked_bars(line["entries"], buckets, step),
+            wakes_chart=stats.stacked_bars(line["wakeUps"], buckets, step),
+            no_session_chart=stats.stacked_bars(
+                {"reached no session": line["reachedNoSession"]},
+                buckets,
+                step,
+                color=stats.ALARM_COLOR,
+            ),
+            kinds_chart=stats.hbars(
+                (kind, n, stats.PALETTE[i % len(stats.PALETTE)])
+                for i, (kind, n) in enumerate(numbers["decisions"]["byKind"].items())
+            ),
+            reasons_chart=stats.hbars(
+                (
+                    reason.replace("_", " "),
+                    n,
+                    stats.KIND_COLORS.get(stats.KIND_OF_REASON.get(reason, "rule")),
+                )
+                for reason, n in numbers["decisions"]["byReason"].items()
+            ),
+            outcome_chart=stats.hbars(
+                [
+                    ("decided", wake["decided"], stats.PALETTE[0]),
+                    ("pushed", wake["pushed"], stats.PALETTE[3]),
+                    ("announced", wake["announced"], stats.PALETTE[3]),
+                    ("turns held", wake["turnsHeld"], stats.PALETTE[3]),
+                    ("told (any way)", wake["told"], stats.PALETTE[3]),
+                    ("not told", wake["notTold"], stats.OTHER_COLOR),
+                    ("reached no session", wake["reachedNoSession"], stats.ALARM_COLOR),
+                ]
+            ),
+        )
+    return TemplateResponse(request, "admin/stats.html", context)
+
+
+def _with_stats_url(get_urls):
+    def urls():
+        from django.urls import path
+
+        return [path("stats/", admin.site.admin_view(stats_view), name="salon_stats"), *get_urls()]
+
+    urls.salon_stats = True
+    return urls
+
+
+if not getattr(admin.site.get_urls, "salon_stats", False):
+    admin.site.get_urls = _with_stats_url(admin.site.get_urls)
+# The admin index links to the stats page (a box above the app list).
+admin.site.index_template = "admin/stats_index.html"

@@ -79,6 +79,9 @@ class Seat(models.Model):
     defaults_applied = models.BooleanField(default=False)
     # Counter behind the SSE event ids of this seat's pushes.
     push_counter = models.BigIntegerField(default=0)
+    # The last time a Stop hook ran for this seat (services.claim_nudges): a hook can hold
+    # one of its turns. Read at decision time for the stats' "reached no session".
+    hook_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -189,15 +192,27 @@ class WakeDecision(models.Model):
 
     `pushed_at` / `announced_at` / `nudged_at` make "at most once per entry" hold across
     restarts and workers for the stream push, `salon wait` and the Stop hook.
+
+    It is also what `salon stats` reads (bus.stats): `listener` says what could tell the
+    seat when the decision was made — `live` (an open MCP stream, a running stdio server
+    or a running `salon wait`: each keeps Seat.live_until ahead), `hook` (a Stop hook has
+    run for the seat and the seat is not gone), `none`; "" for rows older than the stats.
+    A seat that is forgotten (`prune`) leaves its rows behind with `seat` NULL and its
+    name in `seat_name`, so the numbers about seats nobody was listening for outlive the
+    seats; `prune` deletes the rows older than AGENT_SALON_STATS_DAYS.
     """
 
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="decisions")
-    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="decisions")
+    seat = models.ForeignKey(
+        Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions"
+    )
+    seat_name = models.CharField(max_length=200, blank=True, default="")
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
     seq = models.BigIntegerField()  # the entry's seq, so "after the cursor" needs no join
     woken = models.BooleanField()
     reason = models.CharField(max_length=16)
     decided_at = models.DateTimeField()
+    listener = models.CharField(max_length=8, blank=True, default="")
     push_seq = models.BigIntegerField(null=True, blank=True)  # SSE event id of the push
     pushed_at = models.DateTimeField(null=True, blank=True)
     announced_at = models.DateTimeField(null=True, blank=True)
@@ -218,10 +233,75 @@ class WakeDecision(models.Model):
                 name="wake_seat_push_seq",
                 condition=Q(push_seq__isnull=False),
             ),
+            # stats: the decisions of a time window; prune: the rows past the retention
+            models.Index(fields=["decided_at"], name="wake_by_decided_at"),
         ]
 
     def __str__(self) -> str:
-        return f"entry {self.entry_id} → seat {self.seat_id}: {self.reason}"
+        return f"entry {self.entry_id} → seat {self.seat_name or self.seat_id}: {self.reason}"
+
+
+class DecisionCount(models.Model):
+    """Decisions that wake nobody and need no per-seat row, counted per entry and reason.
+
+    A broadcast FACT in a room of 200 readers is 199 `not_a_claim` decisions: one row
+    here (count 199), not 199 ledger rows (bus.stats has the measurement). Written in the
+    sending transaction, insert-only (never a row lock to wait for).
+    """
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+")
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
+    reason = models.CharField(max_length=16)
+    count = models.IntegerField()
+    decided_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["entry", "reason"], name="decisioncount_one_per_reason"
+            ),
+            models.CheckConstraint(condition=Q(count__gt=0), name="decisioncount_positive"),
+        ]
+        indexes = [
+            # stats: the counts of a time window; prune: the rows past the retention
+            models.Index(fields=["decided_at"], name="decisioncount_by_decided_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"entry {self.entry_id}: {self.count} x {self.reason}"
+
+
+class ReadCount(models.Model):
+    """What inbox and peek handed out, per room, reading seat and hour (UTC).
+
+    One counter row per (room, seat, hour), so two seats reading at once never wait for
+    each other's row; bumped in the reading transaction by services.read_inbox.
+    """
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
+    seat_name = models.CharField(max_length=200)  # kept when the seat is forgotten
+    hour = models.DateTimeField()
+    first_at = models.DateTimeField()  # the first and the last read counted in this row
+    last_at = models.DateTimeField()
+    reads = models.BigIntegerField(default=0)  # inbox/peek calls that returned entries
+    entries = models.BigIntegerField(default=0)
+    chars = models.BigIntegerField(default=0)  # characters of content handed out
+    clipped = models.BigIntegerField(default=0)  # entries handed out clipped
+    chars_held_back = models.BigIntegerField(default=0)  # stored minus handed out, clipped
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["room", "seat_name", "hour"], name="readcount_one_per_room_seat_hour"
+            ),
+        ]
+        indexes = [
+            # stats: the counts of a time window; prune: the rows past the retention
+            models.Index(fields=["hour"], name="readcount_by_hour"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.seat_name} read {self.entries} in room {self.room_id} at {self.hour}"
 
 
 class Alias(models.Model):

@@ -7,18 +7,31 @@ message says what was wrong and how to fix it. New entries are announced on comm
 
 from __future__ import annotations
 
+import re
 import secrets
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from bus import doorbell, rules, signing
-from bus.models import Agent, Alias, Entry, Membership, Room, Seat, Token, WakeDecision
+from bus.models import (
+    Agent,
+    Alias,
+    DecisionCount,
+    Entry,
+    Membership,
+    ReadCount,
+    Room,
+    Seat,
+    Token,
+    WakeDecision,
+)
 from bus.rules import RuleError
 
 AGENTS_SCHEMA = "salon.agents/1"
@@ -533,6 +546,7 @@ def _decide_and_record(entry: Entry, room: Room, sender: Seat, re_entry, at) -> 
     ]
     decisions, wakes, woken_ids, other_live = [], [], [], 0
     liveness = {}
+    unwoken: Counter[str] = Counter()  # decisions with no ledger row: counted per entry
     reasons: list[str] = []  # for salon_wake_decisions_total, counted on commit
     for reader in readers:
         liveness[reader.pk] = seat_liveness(reader, at)
@@ -545,18 +559,29 @@ def _decide_and_record(entry: Entry, room: Room, sender: Seat, re_entry, at) -> 
                 WakeDecision(
                     entry=entry,
                     seat=reader,
+                    seat_name=reader.name,
                     room=room,
                     seq=entry.seq,
                     woken=decision.woken,
                     reason=decision.reason,
                     decided_at=at,
+                    listener=_listener(reader, liveness[reader.pk], at),
                 )
             )
+        else:
+            unwoken[decision.reason] += 1
         if decision.woken:
             woken_ids.append(reader.pk)
             if liveness[reader.pk] != rules.GONE:
                 wakes.append(reader.name)
     WakeDecision.objects.bulk_create(decisions)
+    if unwoken:
+        _record_quietly(
+            lambda: DecisionCount.objects.bulk_create(
+                DecisionCount(entry=entry, room=room, reason=reason, count=n, decided_at=at)
+                for reason, n in sorted(unwoken.items())
+            )
+        )
     transaction.on_commit(lambda: _count_decisions(reasons))
 
     statuses = []
@@ -677,11 +702,13 @@ def read_inbox(
             Membership.objects.filter(pk=membership.pk, cursor__lt=batch[-1].seq).update(
                 cursor=batch[-1].seq
             )
-    woken = _woken_ids(seat, batch)
-    entries = [
-        entry_dict(e, seat=seat, woken=e.id in woken, clip_limit=settings.INBOX_CHARS)
-        for e in batch
-    ]
+        woken = _woken_ids(seat, batch)
+        entries = [
+            entry_dict(e, seat=seat, woken=e.id in woken, clip_limit=settings.INBOX_CHARS)
+            for e in batch
+        ]
+        if entries:  # counted in the same commit: no second write, no second fsync
+            _record_quietly(lambda: _count_reading(seat, room_row, entries))
     return {
         "room": room_row.name,
         "seat": seat.name,
@@ -882,7 +909,8 @@ def agents_projection(*, at: datetime | None = None) -> dict:
 
 
 def prune(*, days: int = 7, dry_run: bool = False) -> dict:
-    """Forget seats that are gone and silent for `days`; never touches an entry."""
+    """Forget seats that are gone and silent for `days`, and delete the stats ledger's rows
+    older than AGENT_SALON_STATS_DAYS (prune_ledger); never touches an entry."""
     if days < 0:
         raise RuleError("--days must be 0 or more")
     at = now()
@@ -900,7 +928,46 @@ def prune(*, days: int = 7, dry_run: bool = False) -> dict:
         with transaction.atomic():
             Seat.objects.filter(name__in=names).delete()
             Agent.objects.filter(seats__isnull=True).delete()
-    return {"seats": names, "dryRun": dry_run, "days": days}
+    ledger = prune_ledger(dry_run=dry_run, at=at)
+    return {"seats": names, "dryRun": dry_run, "days": days, "ledger": ledger}
+
+
+PRUNE_BATCH = 5000
+
+
+def prune_ledger(*, dry_run: bool = False, at: datetime | None = None) -> dict:
+    """Delete the ledger rows (wake decisions, decision counts, read counts) older than
+    AGENT_SALON_STATS_DAYS, in batches of PRUNE_BATCH (short write locks: hooks and sends
+    go on meanwhile). Entries are never touched.
+
+    A waking entry whose ledger row is gone no longer counts as waking for that seat: it
+    is not pushed, announced or nudged any more, and inbox shows it like any other entry
+    (by then the seat has left it unread for the whole retention).
+    """
+    days = settings.STATS_DAYS
+    cutoff = (at or now()) - timedelta(days=days)
+    tables = (
+        ("decisions", WakeDecision.objects.filter(decided_at__lt=cutoff)),
+        ("decisionCounts", DecisionCount.objects.filter(decided_at__lt=cutoff)),
+        # an hour's counter is older than the cutoff only when all of its hour is
+        ("readCounts", ReadCount.objects.filter(hour__lt=cutoff - timedelta(hours=1))),
+    )
+    result: dict = {"retentionDays": days, "olderThan": iso(cutoff)}
+    for key, query in tables:
+        if dry_run:
+            result[key] = query.count()
+            continue
+        deleted = 0
+        while True:
+            with transaction.atomic():
+                batch = list(query.values_list("pk", flat=True)[:PRUNE_BATCH])
+                if batch:
+                    query.model.objects.filter(pk__in=batch).delete()
+            deleted += len(batch)
+            if len(batch) < PRUNE_BATCH:
+                break
+        result[key] = deleted
+    return result
 
 
 # ---------------------------------------------------------------- tokens
@@ -1078,6 +1145,81 @@ def agent_rooms(*, agent: str) -> list[str]:
     )
 
 
+# ---------------------------------------------------------------- stats recording
+#
+# What `salon stats` reads (bus.stats) is written where it happens: the decisions with
+# the entry (_decide_and_record), what inbox handed out with the read (_count_reading),
+# a Stop hook's visit with its claim (claim_nudges); pushes, announcements and held turns
+# are the ledger's own pushed_at / announced_at / nudged_at. Recording never fails the
+# operation it describes: each write runs in a savepoint of the caller's transaction and
+# an error is swallowed (counted in salon_stats_record_failures_total, never printed);
+# none waits for another caller's row (inserts, or a counter row of the caller's own).
+
+LISTENER_LIVE, LISTENER_HOOK, LISTENER_NONE = "live", "hook", "none"
+
+
+def _listener(seat: Seat, liveness: str, at: datetime) -> str:
+    """What could tell this seat about a wake-up decided at `at`: `live` (an open MCP
+    stream, a running stdio server or a running `salon wait`: each keeps live_until
+    ahead), `hook` (a Stop hook has run for it and it is not gone), else `none`."""
+    if seat.live_until and seat.live_until > at:
+        return LISTENER_LIVE
+    if seat.hook_seen_at and liveness != rules.GONE:
+        return LISTENER_HOOK
+    return LISTENER_NONE
+
+
+def _record_quietly(write) -> None:
+    try:
+        with transaction.atomic():  # a savepoint: a failure leaves the caller's work intact
+            write()
+    except Exception:
+        try:
+            from salon import metrics
+
+            metrics.inc("salon_stats_record_failures_total")
+        except Exception:  # pragma: no cover - metrics are best effort
+            pass
+
+
+_CLIP_TAIL = re.compile(
+    re.escape(" " + rules._CLIP_TAIL).replace(re.escape("{n}"), r"([0-9]+)") + r"\Z"
+)
+
+
+def _held_back(entry: dict) -> int:
+    """Characters of a clipped entry that inbox did not hand out (the part cut off)."""
+    match = _CLIP_TAIL.search(entry["content"])
+    if match:
+        return int(match.group(1))
+    return max(entry["clipped"] - len(entry["content"]), 0)
+
+
+def _count_reading(seat: Seat, room: Room, entries: list[dict]) -> None:
+    """Bump this seat's counter row of the hour for `room` (insert it the first time)."""
+    at = now()
+    hour = at.replace(minute=0, second=0, microsecond=0)
+    clipped = [e for e in entries if "clipped" in e]
+    numbers = {
+        "reads": 1,
+        "entries": len(entries),
+        "chars": sum(len(e["content"]) for e in entries),
+        "clipped": len(clipped),
+        "chars_held_back": sum(_held_back(e) for e in clipped),
+    }
+    row = ReadCount.objects.filter(room=room, seat_name=seat.name, hour=hour)
+    bump = {name: F(name) + value for name, value in numbers.items()}
+    if row.update(last_at=at, **bump):
+        return
+    try:
+        with transaction.atomic():
+            ReadCount.objects.create(
+                room=room, seat_name=seat.name, hour=hour, first_at=at, last_at=at, **numbers
+            )
+    except IntegrityError:  # another read of this seat created it first
+        row.update(last_at=at, **bump)
+
+
 def _count_decisions(reasons: list[str]) -> None:
     """Feed salon_wake_decisions_total{reason}; a metrics failure never fails a send."""
     try:
@@ -1107,6 +1249,8 @@ def claim_nudges(*, seat: Seat, limit: int = 100) -> list[Entry]:
     """Stop hook: the waking, unread entries this seat was never nudged about, oldest
     first, each marked nudged. A nudge is not a delivery: the cursor does not move."""
     at = now()
+    # A Stop hook runs for this seat: it can hold a turn (the stats' "listener" = hook).
+    _record_quietly(lambda: Seat.objects.filter(pk=seat.pk).update(hook_seen_at=at))
     if _quiet_now(seat, at):
         return []
     rows = list(_unread_wakes(seat).filter(nudged_at__isnull=True)[:limit])

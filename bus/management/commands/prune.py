@@ -7,7 +7,8 @@ from bus.management import cli
 
 class Command(cli.BusCommand):
     help = (
-        "Forget seats that are gone and silent for N days (default 7). Entries are never "
+        "Forget seats that are gone and silent for N days (default 7), and delete the stats "
+        "ledger's rows older than AGENT_SALON_STATS_DAYS (default 30). Entries are never "
         "touched. --dry-run lists them and writes nothing."
     )
 
@@ -28,10 +29,19 @@ class Command(cli.BusCommand):
         result = services.prune(days=days, dry_run=dry_run)
         if json:
             self.emit_json(result)
-        elif not result["seats"]:
+            return
+        if not result["seats"]:
             self.say(f"no seat is gone and silent for {days} days")
         else:
             verb = "would forget" if dry_run else "forgot"
             self.say(
                 f"{verb} {cli.plural(len(result['seats']), 'seat')}: {', '.join(result['seats'])}"
+            )
+        ledger = result["ledger"]
+        rows = ledger["decisions"] + ledger["decisionCounts"] + ledger["readCounts"]
+        if rows:
+            verb = "would delete" if dry_run else "deleted"
+            self.say(
+                f"{verb} {cli.plural(rows, 'stats ledger row')} older than "
+                f"{ledger['retentionDays']} days (AGENT_SALON_STATS_DAYS)"
             )
