@@ -141,6 +141,8 @@ async def follow(reader: Reader, urls, stop: asyncio.Event) -> None:
                         if stream.ended.is_set():
                             break
                         continue
+                    if "id" not in event:
+                        continue  # the "N more are waiting" notice: not an entry
                     reader.received.append(event["message"]["params"]["meta"]["id"])
                     reader.last_event = event["id"]
         except httpx.HTTPError:
