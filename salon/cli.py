@@ -34,6 +34,7 @@ LEAN_COMMANDS = frozenset(
         "prune",
         "token",
         "wait",
+        "stats",
     }
 )
 
