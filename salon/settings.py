@@ -163,7 +163,6 @@ except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
 
-
 def _data_dir() -> Path:
     """Where the generated secret (and the hooks' log) live.
 

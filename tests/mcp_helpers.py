@@ -22,10 +22,15 @@ def rpc(method: str, params: dict | None = None, id: int | None = 1) -> dict:
 
 
 def initialize_message(version: str = "2025-11-25", id: int = 1) -> dict:
-    return rpc("initialize", {
-        "protocolVersion": version, "capabilities": {},
-        "clientInfo": {"name": "salon-tests", "version": "0"},
-    }, id)
+    return rpc(
+        "initialize",
+        {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "salon-tests", "version": "0"},
+        },
+        id,
+    )
 
 
 class RawSession:
@@ -58,10 +63,12 @@ class RawSession:
     async def call(self, tool: str, arguments: dict | None = None, **params) -> dict:
         """A tools/call; an SSE answer (the wait tool) is read to its JSON-RPC response."""
         self.next_id += 1
-        message = rpc("tools/call", {"name": tool, "arguments": arguments or {}, **params},
-                      self.next_id)
-        response = await self.client.post(self.url, json=message, headers=self.headers(),
-                                          timeout=400)
+        message = rpc(
+            "tools/call", {"name": tool, "arguments": arguments or {}, **params}, self.next_id
+        )
+        response = await self.client.post(
+            self.url, json=message, headers=self.headers(), timeout=400
+        )
         assert response.status_code == 200, response.text
         if response.headers["content-type"].startswith("text/event-stream"):
             self.events = sse_messages(response.text)
@@ -78,8 +85,7 @@ class RawSession:
         return (await self.result("salon_status"))["session"]["seat"]
 
     def stream(self, **headers: str) -> SseStream:
-        return SseStream(self.client, self.url, self.headers(accept="text/event-stream",
-                                                               **headers))
+        return SseStream(self.client, self.url, self.headers(accept="text/event-stream", **headers))
 
 
 def sse_messages(body: str) -> list[dict]:
@@ -104,8 +110,9 @@ class SseStream:
         self._task: asyncio.Task | None = None
 
     async def __aenter__(self) -> SseStream:
-        self._cm = self.client.stream("GET", self.url, headers=self.headers,
-                                      timeout=httpx.Timeout(5, read=None))
+        self._cm = self.client.stream(
+            "GET", self.url, headers=self.headers, timeout=httpx.Timeout(5, read=None)
+        )
         self.response = await self._cm.__aenter__()
         self._task = asyncio.create_task(self._read())
         return self

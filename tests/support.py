@@ -36,7 +36,8 @@ def salon_env(data_dir: Path, **extra: str) -> dict[str, str]:
     configuration as the suite.
     """
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(("AGENT_SALON_", "CLAUDE_CODE_", "DJANGO_"))
         and k not in ("DATABASE_URL", "REDIS_URL")
     }

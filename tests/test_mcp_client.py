@@ -78,8 +78,8 @@ async def test_a_question_to_a_seat_reaches_that_sdk_client_as_a_channel_notific
         reader_seat = await seat_of(reader)
         await stream_is_open(reader)
         sent = await writer.call_tool(
-            "send", {"text": "which port does the API use?", "type": "question",
-                     "to": [reader_seat]},
+            "send",
+            {"text": "which port does the API use?", "type": "question", "to": [reader_seat]},
         )
         assert not sent.is_error
         assert sent.structured_content["wakes"] == [reader_seat]

@@ -29,7 +29,8 @@ def _error_code(response: httpx.Response) -> int:
 
 async def test_initialize_returns_a_session_id_capabilities_and_instructions(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=web-app", json=initialize_message(),
+        f"{shared_daemon.url}/mcp?label=web-app",
+        json=initialize_message(),
         headers={"accept": ACCEPT_BOTH},
     )
     assert response.status_code == 200
@@ -42,15 +43,21 @@ async def test_initialize_returns_a_session_id_capabilities_and_instructions(sha
         assert word in result["instructions"]
 
 
-@pytest.mark.parametrize(("asked", "answered"), [
-    ("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"), ("2025-06-18", "2025-06-18"),
-    ("1999-01-01", "2025-11-25"),
-])
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("1999-01-01", "2025-11-25"),
+    ],
+)
 async def test_the_clients_version_is_kept_if_supported_else_the_latest(
     shared_daemon, client, asked, answered
 ):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=web-app", json=initialize_message(asked),
+        f"{shared_daemon.url}/mcp?label=web-app",
+        json=initialize_message(asked),
         headers={"accept": ACCEPT_BOTH},
     )
     assert response.json()["result"]["protocolVersion"] == answered
@@ -58,7 +65,8 @@ async def test_the_clients_version_is_kept_if_supported_else_the_latest(
 
 async def test_a_room_that_does_not_exist_fails_initialize_naming_the_rooms(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=web-app&room=tema", json=initialize_message(),
+        f"{shared_daemon.url}/mcp?label=web-app&room=tema",
+        json=initialize_message(),
         headers={"accept": ACCEPT_BOTH},
     )
     assert response.status_code == 400
@@ -70,11 +78,13 @@ async def test_a_room_that_does_not_exist_fails_initialize_naming_the_rooms(shar
 
 async def test_the_stateless_2026_probe_gets_400_with_32600(shared_daemon, client):
     by_header = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", json=rpc("server/discover", {}),
+        f"{shared_daemon.url}/mcp?label=x",
+        json=rpc("server/discover", {}),
         headers={"accept": ACCEPT_BOTH, "mcp-protocol-version": "2026-07-28"},
     )
     by_method = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", json=rpc("server/discover", {}),
+        f"{shared_daemon.url}/mcp?label=x",
+        json=rpc("server/discover", {}),
         headers={"accept": ACCEPT_BOTH},
     )
     for response in (by_header, by_method):
@@ -87,7 +97,8 @@ async def test_the_stateless_2026_probe_gets_400_with_32600(shared_daemon, clien
 
 async def test_post_without_event_stream_in_accept_is_406(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", json=initialize_message(),
+        f"{shared_daemon.url}/mcp?label=x",
+        json=initialize_message(),
         headers={"accept": "application/json"},
     )
     assert response.status_code == 406
@@ -95,7 +106,8 @@ async def test_post_without_event_stream_in_accept_is_406(shared_daemon, client)
 
 async def test_post_that_is_not_json_is_415(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", content=b"hello",
+        f"{shared_daemon.url}/mcp?label=x",
+        content=b"hello",
         headers={"accept": ACCEPT_BOTH, "content-type": "text/plain"},
     )
     assert response.status_code == 415
@@ -103,7 +115,8 @@ async def test_post_that_is_not_json_is_415(shared_daemon, client):
 
 async def test_post_over_4_mib_is_413(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", content=b"{" + b" " * (4 * 1024 * 1024 + 10) + b"}",
+        f"{shared_daemon.url}/mcp?label=x",
+        content=b"{" + b" " * (4 * 1024 * 1024 + 10) + b"}",
         headers={"accept": ACCEPT_BOTH, "content-type": "application/json"},
     )
     assert response.status_code == 413
@@ -111,7 +124,8 @@ async def test_post_over_4_mib_is_413(shared_daemon, client):
 
 async def test_a_json_array_batch_is_400(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", content=json.dumps([rpc("ping")]),
+        f"{shared_daemon.url}/mcp?label=x",
+        content=json.dumps([rpc("ping")]),
         headers={"accept": ACCEPT_BOTH, "content-type": "application/json"},
     )
     assert response.status_code == 400
@@ -119,7 +133,8 @@ async def test_a_json_array_batch_is_400(shared_daemon, client):
 
 async def test_malformed_json_is_400_with_a_parse_error(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", content=b'{"jsonrpc": "2.0", ',
+        f"{shared_daemon.url}/mcp?label=x",
+        content=b'{"jsonrpc": "2.0", ',
         headers={"accept": ACCEPT_BOTH, "content-type": "application/json"},
     )
     assert response.status_code == 400
@@ -136,7 +151,8 @@ async def test_a_request_without_a_session_header_is_400(shared_daemon, client):
 
 async def test_an_unknown_session_is_404(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", json=rpc("ping"),
+        f"{shared_daemon.url}/mcp?label=x",
+        json=rpc("ping"),
         headers={"accept": ACCEPT_BOTH, "mcp-session-id": "0" * 32},
     )
     assert response.status_code == 404
@@ -163,7 +179,8 @@ async def test_an_unknown_method_is_32601(shared_daemon, client):
 
 async def test_a_foreign_host_is_403(shared_daemon, client):
     response = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", json=initialize_message(),
+        f"{shared_daemon.url}/mcp?label=x",
+        json=initialize_message(),
         headers={"accept": ACCEPT_BOTH, "host": "evil.example"},
     )
     assert response.status_code == 403
@@ -171,11 +188,13 @@ async def test_a_foreign_host_is_403(shared_daemon, client):
 
 async def test_a_foreign_origin_is_403_and_a_missing_one_is_allowed(shared_daemon, client):
     foreign = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", json=initialize_message(),
+        f"{shared_daemon.url}/mcp?label=x",
+        json=initialize_message(),
         headers={"accept": ACCEPT_BOTH, "origin": "http://evil.example"},
     )
     local = await client.post(
-        f"{shared_daemon.url}/mcp?label=x", json=initialize_message(),
+        f"{shared_daemon.url}/mcp?label=x",
+        json=initialize_message(),
         headers={"accept": ACCEPT_BOTH, "origin": f"http://localhost:{shared_daemon.port}"},
     )
     assert foreign.status_code == 403
@@ -197,8 +216,21 @@ async def test_every_tool_has_a_description_and_a_closed_schema(shared_daemon, c
     session = await RawSession(client, shared_daemon.url).open()
     tools = (await session.post(rpc("tools/list", id=3))).json()["result"]["tools"]
     names = {tool["name"] for tool in tools}
-    assert names == {"send", "send_message", "inbox", "history", "agents", "rooms", "join",
-                     "part", "focus", "quiet", "wait", "checkin", "salon_status"}
+    assert names == {
+        "send",
+        "send_message",
+        "inbox",
+        "history",
+        "agents",
+        "rooms",
+        "join",
+        "part",
+        "focus",
+        "quiet",
+        "wait",
+        "checkin",
+        "salon_status",
+    }
     for tool in tools:
         assert tool["description"]
         assert tool["inputSchema"]["additionalProperties"] is False
@@ -264,8 +296,13 @@ async def test_a_waking_entry_is_pushed_with_an_event_id_and_string_meta(shared_
     async with reader.stream() as stream:
         await stream.next(comments=True)
         report = await writer.result(
-            "send", {"text": "is the API frozen?", "type": "QUESTION", "to": [reader_seat],
-                     "meta": {"ticket-id": 42}},
+            "send",
+            {
+                "text": "is the API frozen?",
+                "type": "QUESTION",
+                "to": [reader_seat],
+                "meta": {"ticket-id": 42},
+            },
         )
         event = await stream.next()
     assert event["id"].isdigit()
@@ -353,8 +390,9 @@ async def test_the_seat_is_live_while_its_stream_is_open(shared_daemon, client):
 
     async def liveness():
         agents = await session.result("agents")
-        return next(s["liveness"] for a in agents["agents"] for s in a["seats"]
-                    if s["seat"] == seat)
+        return next(
+            s["liveness"] for a in agents["agents"] for s in a["seats"] if s["seat"] == seat
+        )
 
     async with session.stream() as stream:
         await stream.next(comments=True)
@@ -372,8 +410,15 @@ async def test_a_send_from_another_process_reaches_an_open_stream(daemon, client
         joined = run_salon("join", "salon", env=env, cwd=tmp_path)
         assert joined.returncode == 0, joined.stderr
         sent = await asyncio.to_thread(
-            run_salon, "send", "salon", "QUESTION", "from cron", "--to", seat,
-            env=env, cwd=tmp_path,
+            run_salon,
+            "send",
+            "salon",
+            "QUESTION",
+            "from cron",
+            "--to",
+            seat,
+            env=env,
+            cwd=tmp_path,
         )
         assert sent.returncode == 0, sent.stderr
         event = await stream.next(timeout=5)
@@ -390,10 +435,16 @@ async def test_a_label_with_a_token_needs_it_and_a_wrong_one_is_403_not_401(daem
     token = issued.stdout.strip().split()[-1]
     url = f"{daemon.url}/mcp?label=guarded"
     missing = await client.post(url, json=initialize_message(), headers={"accept": ACCEPT_BOTH})
-    wrong = await client.post(url, json=initialize_message(),
-                              headers={"accept": ACCEPT_BOTH, "authorization": "Bearer nope"})
-    right = await client.post(url, json=initialize_message(),
-                              headers={"accept": ACCEPT_BOTH, "authorization": f"Bearer {token}"})
+    wrong = await client.post(
+        url,
+        json=initialize_message(),
+        headers={"accept": ACCEPT_BOTH, "authorization": "Bearer nope"},
+    )
+    right = await client.post(
+        url,
+        json=initialize_message(),
+        headers={"accept": ACCEPT_BOTH, "authorization": f"Bearer {token}"},
+    )
     assert missing.status_code == 403 and "salon token issue" in missing.json()["error"]["message"]
     assert wrong.status_code == 403
     assert right.status_code == 200
@@ -477,8 +528,9 @@ async def test_a_stream_follows_its_session_after_checkin(daemon, client):
         await stream.next(comments=True)
         await reader.result("checkin", {"session_id": "abcdef0123456789"})
         await asyncio.sleep(0.3)
-        await writer.result("send", {"text": "found you", "type": "QUESTION",
-                                     "to": ["follower#abcdef01"]})
+        await writer.result(
+            "send", {"text": "found you", "type": "QUESTION", "to": ["follower#abcdef01"]}
+        )
         event = await stream.next()
     assert event["message"]["params"]["content"] == "found you"
 
@@ -493,8 +545,11 @@ async def test_a_push_is_recorded_in_the_entrys_delivered_to(shared_daemon, clie
         await stream.next()
     await asyncio.sleep(0.6)  # deliveries are written in batches, a moment after the push
     # 32 hex digits: how SQLite stores a UUID, and a form PostgreSQL accepts too.
-    rows = query_store(shared_daemon.env, "SELECT delivered_to, delivery_errors FROM bus_entry "
-                       "WHERE id = ?", (report["id"].replace("-", ""),))
+    rows = query_store(
+        shared_daemon.env,
+        "SELECT delivered_to, delivery_errors FROM bus_entry WHERE id = ?",
+        (report["id"].replace("-", ""),),
+    )
     delivered, errors = (json.loads(v) if isinstance(v, str) else v for v in rows[0])
     assert delivered == [seat]
     assert errors == []

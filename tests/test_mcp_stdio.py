@@ -25,7 +25,9 @@ async def stdio_session(env: dict, project, session_id: str):
         await received.put(params)
 
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "salon.cli", "mcp"], cwd=str(project),
+        command=sys.executable,
+        args=["-m", "salon.cli", "mcp"],
+        cwd=str(project),
         env={**env, "CLAUDE_CODE_SESSION_ID": session_id},
     )
     binding = NotificationBinding(
