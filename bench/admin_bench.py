@@ -310,6 +310,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
+    parser.add_argument("--json", type=Path, help="write every scenario's figures here")
     args = parser.parse_args()
 
     setup_django(args.db.resolve())
@@ -327,6 +328,8 @@ def main() -> None:
     rows, plans = measure(args.runs)
     section = report(args.entries, args.runs, rows, plans)
     print(section)
+    if args.json:
+        args.json.write_text(json.dumps([list(r) for r in rows]))
     if args.write:
         write_results(section)
         print(f"written to {RESULTS}", file=sys.stderr)

@@ -90,6 +90,33 @@ def interleaved(rows, env: dict[str, str], cwd: Path, runs: int) -> list[tuple[f
     return result
 
 
+def environment(tmp: Path, no_bytecode: bool = False) -> tuple[dict[str, str], Path]:
+    """A migrated store in tmp, one seat in room `team`; the env and cwd of the commands."""
+    cwd = tmp / "bench-agent"
+    cwd.mkdir()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENT_SALON_", "CLAUDE_CODE_", "DJANGO_", "PYTHON"))
+        and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env.update(
+        AGENT_SALON_DB=str(tmp / "salon.db"),
+        PYTHONPATH=str(REPO),
+        CLAUDE_CODE_SESSION_ID="bench0000-session",
+    )
+    if no_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    salon = [sys.executable, "-m", "salon.cli"]
+    subprocess.run([*salon, "migrate", "--verbosity", "0"], env=env, check=True)
+    subprocess.run(
+        [*salon, "join", "team", "--create"], env=env, cwd=cwd, check=True, capture_output=True
+    )
+    return env, cwd
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -99,26 +126,7 @@ def main() -> None:
     salon = [python, "-m", "salon.cli"]
     full = [python, "-c", FULL_STARTUP]
     with tempfile.TemporaryDirectory() as tmp:
-        cwd = Path(tmp) / "bench-agent"
-        cwd.mkdir()
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("AGENT_SALON_", "CLAUDE_CODE_", "DJANGO_", "PYTHON"))
-        }
-        env.update(
-            AGENT_SALON_DB=str(Path(tmp) / "salon.db"),
-            PYTHONPATH=str(REPO),
-            CLAUDE_CODE_SESSION_ID="bench0000-session",
-        )
-        if options.no_bytecode:
-            env["PYTHONDONTWRITEBYTECODE"] = "1"
-        else:
-            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-        subprocess.run([*salon, "migrate", "--verbosity", "0"], env=env, check=True)
-        subprocess.run(
-            [*salon, "join", "team", "--create"], env=env, cwd=cwd, check=True, capture_output=True
-        )
+        env, cwd = environment(Path(tmp), options.no_bytecode)
         send = ["send", "team", "FACT", "bench entry"]
         rows = [
             ("python -c pass (interpreter floor)", [python, "-c", "pass"]),

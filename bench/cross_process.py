@@ -3,74 +3,121 @@
 Starts a real daemon on a fresh store, opens a raw MCP session with its GET stream, then
 runs `salon send … QUESTION --to <that seat>` as separate processes. The latency of one
 entry is the time the event arrived minus the entry's server timestamp (same clock), so
-the CLI's own start-up is not counted: it is what the watcher (embedded) or the doorbell
-(Redis) costs.
+the CLI's own start-up is not counted: it is what the watcher (embedded: a poll of
+SQLite every 100 ms) or the doorbell (Redis: the CLI rings the daemon's groups itself)
+costs. The sends are spaced by a random pause so they do not fall into step with the
+watcher's poll.
 
-    python -m bench.cross_process [--runs 20]
+    python -m bench.cross_process [--runs 20] [--store sqlite|sqlite-redis|postgres|…]
+    python -m bench.cross_process --suite [--quick]     # the figures of python -m bench
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import random
 import statistics
 import sys
 import tempfile
 from datetime import datetime
 from pathlib import Path
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.mcp_helpers import RawSession
-from tests.support import Daemon, migrate, run_salon, salon_env
+from bench.common import (
+    STORES,
+    Figure,
+    daemon,
+    http_client,
+    listener,
+    own_environment,
+    percentile,
+    redis_available,
+    summary,
+    write_json,
+)
+from tests.support import run_salon
+
+TARGETS_MS = {"sqlite": 250, "sqlite-redis": 30}
 
 
-async def measure(daemon: Daemon, runs: int, workdir: Path) -> list[float]:
+async def measure(salon, runs: int, workdir: Path) -> list[float]:
     latencies = []
-    async with httpx.AsyncClient(timeout=10) as client:
-        reader = await RawSession(client, daemon.url, "label=bench-reader").open()
-        seat = await reader.seat()
-        env = {**daemon.env, "AGENT_SALON_NAME": "bench-cron"}
-        run_salon("join", "salon", env=env, cwd=workdir)
-        async with reader.stream() as stream:
-            await stream.next(comments=True)
-            for n in range(runs):
-                done = await asyncio.to_thread(
-                    run_salon, "send", "salon", "QUESTION", f"ping {n}", "--to", seat, "--json",
-                    env=env, cwd=workdir,
-                )
-                assert done.returncode == 0, done.stderr
-                event = await stream.next(timeout=10)
-                received = event["received"]
-                sent_at = datetime.fromisoformat(json.loads(done.stdout)["ts"].replace("Z",
-                                                                                      "+00:00"))
-                latencies.append((received - sent_at.timestamp()) * 1000)
-                assert event["message"]["params"]["content"] == f"ping {n}"
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(http_client())
+        _, seat, stream = await listener(stack, client, salon.url, "bench-reader")
+        env = {**salon.env, "AGENT_SALON_NAME": "bench-cron"}
+        done = await asyncio.to_thread(run_salon, "join", "salon", env=env, cwd=workdir)
+        assert done.returncode == 0, done.stderr
+        for n in range(runs):
+            await asyncio.sleep(random.uniform(0, 0.1))
+            done = await asyncio.to_thread(
+                run_salon, "send", "salon", "QUESTION", f"ping {n}", "--to", seat, "--json",
+                env=env, cwd=workdir,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            event = await stream.next(timeout=10)
+            assert event["message"]["params"]["content"] == f"ping {n}", event
+            stamped = json.loads(done.stdout)["ts"].replace("Z", "+00:00")
+            latencies.append(
+                (event["received"] - datetime.fromisoformat(stamped).timestamp()) * 1000
+            )
     return latencies
 
 
-def main(argv: list[str] | None = None) -> dict:
+def latencies(store: str, runs: int, **extra: str) -> list[float]:
+    with daemon(store, **extra) as salon, tempfile.TemporaryDirectory() as tmp:
+        return asyncio.run(measure(salon, runs, Path(tmp)))
+
+
+def run(quick: bool) -> list[Figure]:
+    runs = 5 if quick else 100
+    figures = []
+    for store, target in TARGETS_MS.items():
+        name = f"Cross-process latency, `salon send` → event, {STORES[store]}"
+        if store.endswith("redis") and not redis_available():
+            figures.append(Figure(name, None, "ms", None, detail="skipped: Redis not reachable"))
+            continue
+        values = latencies(store, runs)
+        figures.append(
+            Figure(
+                f"{name}, p50", round(statistics.median(values), 1), "ms", None,
+                detail=summary(values),
+            )
+        )  # fmt: skip
+        figures.append(Figure(f"{name}, p99", round(percentile(values, 99), 1), "ms", target))
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict | list[Figure]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--store", default="sqlite", choices=sorted(STORES))
+    parser.add_argument("--suite", action="store_true", help="the figures of python -m bench")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--proto", help="with --store sqlite-proto: BENCH_PROTO patches")
+    parser.add_argument("--json", type=Path, help="with --suite: write the figures here")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        env = salon_env(workdir)
-        migrate(env)
-        daemon = Daemon(env=env, cwd=workdir).start()
-        try:
-            latencies = asyncio.run(measure(daemon, args.runs, workdir))
-        finally:
-            daemon.stop()
-    latencies.sort()
+    own_environment()
+    if args.suite:
+        from bench.common import table
+
+        figures = run(args.quick)
+        if args.json:
+            write_json(figures, args.json)
+        print(table(figures))
+        return figures
+    extra = {"BENCH_PROTO": args.proto} if args.proto else {}
+    values = sorted(latencies(args.store, args.runs, **extra))
     result = {
-        "runs": len(latencies),
-        "p50_ms": round(statistics.median(latencies), 1),
-        "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 1),
-        "max_ms": round(latencies[-1], 1),
+        "store": args.store + (f" ({args.proto})" if args.proto else ""),
+        "runs": len(values),
+        "p50_ms": round(statistics.median(values), 1),
+        "p99_ms": round(percentile(values, 99), 1),
+        "max_ms": round(values[-1], 1),
     }
     print(json.dumps(result))
     return result

@@ -1,0 +1,130 @@
+"""The benchmark suite: `python -m bench [--quick] [--only NAME,…] [--no-write]`.
+
+Runs every scenario module in a process of its own (a real daemon on loopback, real MCP
+clients; see each module's docstring), prints one table (figure, value, target, met?,
+load average) and appends it, dated, with the machine, to bench/RESULTS.md.
+
+--quick is the smoke version (about a minute, small sizes, no targets judged where the
+size differs from the target's): it checks that every scenario still runs, and does not
+write RESULTS.md unless --write is given. Exit status: 1 if a scenario failed to run
+(a missed target is a finding, not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import (
+    REPO,
+    Figure,
+    append_results,
+    loadavg,
+    machine,
+    now_utc,
+    own_environment,
+    raise_nofile,
+    read_json,
+    table,
+)
+
+# name → (module, extra arguments, time limit in seconds for the full run)
+SCENARIOS = {
+    "push_latency": ("bench.push_latency", [], 900),
+    "cross_process": ("bench.cross_process", ["--suite"], 600),
+    "throughput": ("bench.throughput", [], 900),
+    "fanout": ("bench.fanout", [], 900),
+    "idle": ("bench.idle", [], 1200),
+    "scale": ("bench.scale", [], 2400),
+    "cli_hooks": ("bench.cli_hooks", [], 900),
+    "admin": ("bench.admin_page", [], 1800),
+}
+
+
+def run_scenario(name: str, quick: bool, log: Path) -> list[Figure]:
+    module, extra, limit = SCENARIOS[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{name}.json"
+        command = [sys.executable, "-m", module, *extra, "--json", str(out)]
+        if quick:
+            command.append("--quick")
+        started = time.monotonic()
+        with log.open("ab") as sink:
+            sink.write(f"\n===== {name}: {' '.join(command)}\n".encode())
+            sink.flush()
+            try:
+                done = subprocess.run(
+                    command,
+                    cwd=REPO,
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    timeout=120 if quick else limit,
+                )
+                code = done.returncode
+            except subprocess.TimeoutExpired:
+                code = "timeout"
+        took = time.monotonic() - started
+        print(f"  {name}: {took:.0f} s (load average {loadavg()})", file=sys.stderr, flush=True)
+        if code != 0 or not out.exists():
+            return [Figure(name, None, "", error=f"exit {code}; see {log}")]
+        return read_json(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the 60-second smoke version")
+    parser.add_argument("--only", help=f"comma-separated, of: {', '.join(SCENARIOS)}")
+    parser.add_argument("--write", action="store_true", help="write RESULTS.md (also --quick)")
+    parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.only.split(",")] if args.only else list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(unknown)}; one of {', '.join(SCENARIOS)}")
+    own_environment()
+    raise_nofile()
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    log = Path(tempfile.gettempdir()) / f"salon-bench-{os.getpid()}.log"
+    where = machine()
+    load_before = loadavg()
+    started = time.monotonic()
+    kind = ("quick" if args.quick else "full") + (f", only {args.only}" if args.only else "")
+    print(f"agent-salon benchmarks ({kind}), log in {log}", file=sys.stderr, flush=True)
+    figures: list[Figure] = []
+    for name in names:
+        figures.extend(run_scenario(name, args.quick, log))
+    took = time.monotonic() - started
+    command = "python -m bench" + (" --quick" if args.quick else "")
+    if args.only:
+        command += f" --only {args.only}"
+    section = "\n".join(
+        [
+            f"## Suite run {now_utc()} ({kind})",
+            "",
+            f"`{command}`, {took:.0f} s. Machine: {where}. Load average (1/5/15 min) "
+            f"{load_before} at the start, {loadavg()} at the end; each figure carries the "
+            "1-minute load average when it was taken. Medians and percentiles are over the "
+            "samples named in the detail column.",
+            "",
+            table(figures),
+            "",
+        ]
+    )
+    print(section)
+    if (args.write or not args.quick) and not args.no_write:
+        append_results(section)
+        print(f"appended to {REPO / 'bench' / 'RESULTS.md'}", file=sys.stderr)
+    failed = [f.name for f in figures if f.error]
+    if failed:
+        print(f"FAILED to run: {', '.join(failed)} (log: {log})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
