@@ -1048,8 +1048,12 @@ def claim_pushes(*, seat: Seat, limit: int = 100) -> tuple[list[tuple[int, Entry
     is the SSE event id: per seat, increasing in the order the pushes were claimed.
     """
     at = now()
+    pending = _unread_wakes(seat).filter(push_seq__isnull=True, announced_at__isnull=True)
+    # Look before locking: every keep-alive and every ring asks, and on SQLite a write
+    # transaction with nothing to claim would still take the database's write lock.
+    if not pending.exists():
+        return [], 0
     with transaction.atomic():
-        pending = _unread_wakes(seat).filter(push_seq__isnull=True, announced_at__isnull=True)
         rows = list(pending[: limit + 1])
         more = 0
         if len(rows) > limit:
