@@ -236,3 +236,31 @@ def dump_store(env: dict[str, str]) -> list[str]:
         for row in sorted(map(repr, query_store(env, f'SELECT * FROM "{table}"'))):
             rows.append(f"{table}: {row}")
     return rows
+
+
+def make_staff(env: dict[str, str], password: str, username: str = "staff") -> None:
+    """A superuser made the way a person makes one: `salon createsuperuser --noinput`."""
+    made = run_salon(
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        username,
+        "--email",
+        f"{username}@example.com",
+        env={**env, "DJANGO_SUPERUSER_PASSWORD": password},
+    )
+    assert made.returncode == 0, made.stderr
+
+
+def run_django_script(env: dict[str, str], code: str, cwd: Path, timeout: float = 120) -> str:
+    """Run `code` in a real process with Django set up on the store of `env` (seeding)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "DJANGO_SETTINGS_MODULE": "salon.settings"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -10,15 +10,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support import REPO, run_salon
+from tests.support import REPO, make_staff, run_django_script
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 PASSWORD = "salon-staff-pw-9315"
@@ -79,31 +77,14 @@ print(bad["id"])
 
 @pytest.fixture
 def salon_with_history(daemon, env, tmp_path):
-    made = run_salon(
-        "createsuperuser",
-        "--noinput",
-        "--username",
-        "staff",
-        "--email",
-        "staff@example.com",
-        env={**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD},
-    )
-    assert made.returncode == 0, made.stderr
-    seeded = subprocess.run(
-        [sys.executable, "-c", SEED],
-        env={**env, "DJANGO_SETTINGS_MODULE": "salon.settings"},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert seeded.returncode == 0, seeded.stderr
+    make_staff(env, PASSWORD)
+    seeded = run_django_script(env, SEED, tmp_path)
     for text in ("nightly build 812 is green", "nightly build 813 is red: 2 tests failed"):
         posted = httpx.post(
             daemon.url + "/notify?label=ci", json={"content": text, "room": "team"}, timeout=10
         )
         assert posted.status_code == 202, posted.text
-    return {"tampered": seeded.stdout.strip().splitlines()[-1]}
+    return {"tampered": seeded.strip().splitlines()[-1]}
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import queue
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from datetime import datetime, timedelta
@@ -49,7 +48,7 @@ from tests.claude_kit import (
 from tests.factories import entry_of, make_room, make_seat, set_liveness
 from tests.factories import send as post
 from tests.mcp_helpers import RawSession
-from tests.support import REPO, dump_store, run_salon, salon_cmd
+from tests.support import REPO, dump_store, make_staff, run_django_script, run_salon, salon_cmd
 
 # ---------------------------------------------------------------- the pinned shape
 
@@ -759,25 +758,8 @@ while clock[0] < timezone.now() - timedelta(minutes=2):
 
 @pytest.fixture
 def salon_with_a_day_of_traffic(daemon, env, tmp_path):
-    made = run_salon(
-        "createsuperuser",
-        "--noinput",
-        "--username",
-        "staff",
-        "--email",
-        "staff@example.com",
-        env={**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD},
-    )
-    assert made.returncode == 0, made.stderr
-    seeded = subprocess.run(
-        [sys.executable, "-c", SEED],
-        env={**env, "DJANGO_SETTINGS_MODULE": "salon.settings"},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert seeded.returncode == 0, seeded.stderr
+    make_staff(env, PASSWORD)
+    run_django_script(env, SEED, tmp_path)
     return daemon
 
 
