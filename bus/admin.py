@@ -233,26 +233,8 @@ class EntryAdmin(ReadOnlyAdmin):
         ),
         ("Identity", {"fields": ("id", "signature"), "classes": ("collapse",)}),
     )
-    readonly_fields = (
-        "signature_status",
-        "when",
-        "room_link",
-        "seq",
-        "sender_link",
-        "sender_agent",
-        "type_badge",
-        "to_names",
-        "re_link",
-        "via",
-        "content_block",
-        "meta_json",
-        "delivered_to_names",
-        "delivery_errors_names",
-        "addr",
-        "session",
-        "id",
-        "signature",
-    )
+    # The detail page is a view: every field shown is read-only.
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
 
     def get_changelist(self, request, **kwargs):
         return EntryChangeList
