@@ -224,10 +224,11 @@ class OwnerWatch:
 # ---------------------------------------------------------------- command lines
 
 
-def salon_argv(*args: str) -> list[str]:
-    """The interpreter running agent-salon now, by its absolute path (never resolved:
-    a virtualenv's python is a symlink whose target would lose the virtualenv)."""
-    return [os.path.abspath(sys.executable), "-m", "salon.cli", *args]
+def salon_argv(*args: str, python: str | None = None) -> list[str]:
+    """`python -m salon.cli ARGS`, python being the interpreter running agent-salon now
+    unless given, by its absolute path (never resolved: a virtualenv's python is a
+    symlink whose target would lose the virtualenv)."""
+    return [python or os.path.abspath(sys.executable), "-m", "salon.cli", *args]
 
 
 def pythonpath_env(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -321,15 +322,16 @@ def stamp_fresh(path: str, seconds: float = BEAT_SECONDS) -> bool:
         return False
 
 
-def write_stamp(path: str, when: datetime | None) -> None:
-    """Record the seat's last_seen as the stamp's mtime (best effort)."""
+def write_stamp(path: str, when: datetime | float | None) -> None:
+    """Record the seat's last_seen (a datetime, or seconds since the epoch) as the
+    stamp's mtime (best effort)."""
     if when is None:
         return
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         with open(path, "a"):
             pass
-        moment = when.timestamp()
+        moment = when if isinstance(when, float) else when.timestamp()
         os.utime(path, (moment, moment))
     except OSError:
         pass
@@ -340,7 +342,17 @@ def write_stamp(path: str, when: datetime | None) -> None:
 
 class HookContext:
     """Who the hook speaks for, and where the store is (store: DATABASE_URL, or the
-    absolute SQLite path, which is then also sqlite_path)."""
+    absolute SQLite path, which is then also sqlite_path).
+
+    What depends on the hook's own environment and not on the store is filled in by
+    `prepare` once the fast path is ruled out: `rooms` (AGENT_SALON_ROOM), `store_env`
+    (the variables a printed command needs to reach this store) and `python` (the
+    interpreter those commands run). The whole context travels over the hook line
+    (bus.hookline) as `to_wire()`.
+    """
+
+    WIRE = ("kind", "payload", "agent", "session", "cwd", "headless", "store", "sqlite_path")
+    PREPARED = ("rooms", "store_env", "python")
 
     def __init__(self, *, kind, payload, agent, session, cwd, headless, store, sqlite_path):
         self.kind, self.payload, self.cwd, self.headless = kind, payload, cwd, headless
@@ -348,10 +360,37 @@ class HookContext:
         self.session: str | None = session
         self.store: str = store
         self.sqlite_path: str | None = sqlite_path
+        self.rooms: list[str] = []
+        self.store_env: dict[str, str] = {}
+        self.python: str = os.path.abspath(sys.executable)
 
     @property
     def stamp(self) -> str:
         return beat_stamp(self.store, self.agent, self.session or "")
+
+    def prepare(self, values: dict[str, str]) -> HookContext:
+        """values: the environment merged with the config file (_merged_environment);
+        store_env tells the two apart itself, from os.environ."""
+        from salon.config import Settings
+
+        self.rooms = Settings(values).items("AGENT_SALON_ROOM")
+        self.store_env = store_env(
+            database_url=values.get("DATABASE_URL", "").strip(),
+            redis_url=values.get("REDIS_URL", "").strip(),
+            db_path=values.get("AGENT_SALON_DB", "").strip() or "./agent-salon.db",
+        )
+        self.store_env.update(pythonpath_env())
+        return self
+
+    def to_wire(self) -> dict:
+        return {name: getattr(self, name) for name in self.WIRE + self.PREPARED}
+
+    @classmethod
+    def from_wire(cls, wire: dict) -> HookContext:
+        ctx = cls(**{name: wire[name] for name in cls.WIRE})
+        for name in cls.PREPARED:
+            setattr(ctx, name, wire[name])
+        return ctx
 
 
 def _merged_environment() -> dict[str, str]:
@@ -549,6 +588,25 @@ USAGE = (
 )
 
 
+def run_somewhere(ctx: HookContext):
+    """The hook's work, by a running agent-salon process of this store if one answers
+    (bus.hookline: no Django in this process), else through the ORM here."""
+    from bus import hookline
+
+    try:
+        answer = hookline.ask(ctx)
+    except hookline.Unanswered as exc:
+        record_error(ctx.kind, exc, ctx)
+        return None, None
+    if answer is not None:
+        last_seen = answer.get("last_seen")
+        return answer.get("output"), last_seen if isinstance(last_seen, float) else None
+    setup_django()
+    from bus import hooks
+
+    return hooks.run(ctx)
+
+
 def run_hook(argv: list[str], *, stdin=None, stdout=None) -> int:
     """`salon hook KIND`: always exit status 0; stdout holds the hook's JSON or nothing."""
     stdin = sys.stdin if stdin is None else stdin
@@ -566,10 +624,8 @@ def run_hook(argv: list[str], *, stdin=None, stdout=None) -> int:
         ctx = hook_context(kind, payload, environ)
         if fast_path(ctx):
             return 0
-        setup_django()
-        from bus import hooks
-
-        output, last_seen = hooks.run(ctx)
+        ctx.prepare(environ)
+        output, last_seen = run_somewhere(ctx)
         write_stamp(ctx.stamp, last_seen)
         if output:
             text = json.dumps(output, ensure_ascii=False)

@@ -25,16 +25,14 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from bus import services
+from bus import rules, services
 from bus.claude import (
     BEAT_SECONDS,
     SESSION_VARIABLE,
     HookContext,
     HookInputError,
-    pythonpath_env,
     salon_argv,
     shell_command,
-    store_env,
 )
 
 NAMED_IN_A_NUDGE = 5
@@ -43,24 +41,19 @@ REPLY_FLAGS = ("--to", "<seat>", "--re", "<id>")
 MONITOR_TIMEOUT_MS = 30 * 60 * 1000  # the longest Claude Code's Monitor tool allows
 
 
-def command_env(agent: str, session: str | None) -> dict[str, str]:
+def command_env(ctx: HookContext, agent: str) -> dict[str, str]:
     """The variables a command needs to act as this seat on this store."""
-    env = store_env(
-        database_url=settings.DATABASE_URL,
-        redis_url=settings.REDIS_URL,
-        db_path=settings.DB_PATH,
-    )
-    env.update(pythonpath_env())
+    env = dict(ctx.store_env)
     env["AGENT_SALON_NAME"] = agent
-    if settings.AGENT_ROOMS:
-        env["AGENT_SALON_ROOM"] = ",".join(settings.AGENT_ROOMS)
-    if session:
-        env[SESSION_VARIABLE] = session
+    if ctx.rooms:
+        env["AGENT_SALON_ROOM"] = ",".join(ctx.rooms)
+    if ctx.session:
+        env[SESSION_VARIABLE] = ctx.session
     return env
 
 
-def salon_command(env: dict[str, str], *args: str) -> str:
-    return shell_command(env, salon_argv(*args))
+def salon_command(ctx: HookContext, env: dict[str, str], *args: str) -> str:
+    return shell_command(env, salon_argv(*args, python=ctx.python))
 
 
 def run(ctx: HookContext):
@@ -70,6 +63,8 @@ def run(ctx: HookContext):
         raise HookInputError(
             "no session_id in the hook input and no CLAUDE_CODE_SESSION_ID in the environment"
         )
+    for name in ctx.rooms:  # settings checks them too, but a hook line request did not
+        rules.validate_name(name, "room")
     with transaction.atomic():
         return _run(ctx)
 
@@ -79,6 +74,7 @@ def _run(ctx: HookContext):
         agent=ctx.agent,
         session_id=ctx.session,
         host=socket.gethostname(),
+        rooms=ctx.rooms,
         join_defaults=True,
         touch=ctx.kind == "session-start",
     )
@@ -117,14 +113,14 @@ def _unread_line(counts: list[dict]) -> str:
 
 
 def session_start(seat, ctx: HookContext) -> dict:
-    env = command_env(seat.agent.name, ctx.session)
+    env = command_env(ctx, seat.agent.name)
     counts = services.unread_counts(seat=seat)
     room = _room_for_send(seat, counts)
     if ctx.headless:
         text = (
             f"agent-salon: this run is {seat.name} on the bus (a headless run: nothing will "
             f"wake it). To post an entry: "
-            f"{salon_command(env, 'send', room, 'FACT', '<text>')}"
+            f"{salon_command(ctx, env, 'send', room, 'FACT', '<text>')}"
         )
         return _context(text)
     siblings = services.live_siblings(seat=seat)
@@ -153,12 +149,12 @@ def session_start(seat, ctx: HookContext) -> dict:
         "broadcast QUESTION/REQUEST) must not go unnoticed. Arm the Monitor tool now with "
         f"this command (timeout_ms {MONITOR_TIMEOUT_MS}; arm it again whenever it expires "
         "or its stream ends):",
-        f"  {salon_command(env, 'wait')}",
+        f"  {salon_command(ctx, env, 'wait')}",
         "Each line it prints is one such entry. Read a room (marks what it shows as read):",
-        f"  {salon_command(env, 'inbox', room)}",
+        f"  {salon_command(ctx, env, 'inbox', room)}",
         "Write (TYPE is QUESTION, ANSWER, FACT or REQUEST; --to names seats or agents; "
         "--re ID answers an entry):",
-        "  " + salon_command(env, "send", room, "ANSWER", "<text>", *REPLY_FLAGS),
+        "  " + salon_command(ctx, env, "send", room, "ANSWER", "<text>", *REPLY_FLAGS),
         'The same command line with `focus "<one sentence>"` says what you are on; with '
         "`quiet --for 90m` nothing wakes you for a while.",
         "The Stop hook reminds you once per waiting entry; the `salon` skill has the protocol.",
@@ -183,7 +179,7 @@ def stop(seat, ctx: HookContext) -> dict | None:
     asked = services.ask_focus_once(seat=seat)
     if not entries and not asked:
         return None
-    env = command_env(seat.agent.name, ctx.session)
+    env = command_env(ctx, seat.agent.name)
     parts = []
     if entries:
         count = len(entries)
@@ -203,7 +199,7 @@ def stop(seat, ctx: HookContext) -> dict | None:
         rooms = sorted({entry.room.name for entry in entries})
         lines.append(
             "Read the inbox before you stop: "
-            + " ; ".join(salon_command(env, "inbox", room) for room in rooms)
+            + " ; ".join(salon_command(ctx, env, "inbox", room) for room in rooms)
         )
         parts.append("\n".join(lines))
     if asked:
@@ -211,7 +207,7 @@ def stop(seat, ctx: HookContext) -> dict | None:
         parts.append(
             f"agent-salon: others are live in your rooms ({present}) and {seat.name} has not "
             "said what it is on. Declare a focus in one sentence so they know (asked once): "
-            f"{salon_command(env, 'focus', '<what I am on>')} "
+            f"{salon_command(ctx, env, 'focus', '<what I am on>')} "
             "[--files a,b] [--phase explore|plan|apply|verify|blocked]"
         )
     return {"decision": "block", "reason": "\n\n".join(parts)}

@@ -94,8 +94,9 @@ def check_in(
     """Find or create the seat of (agent, session id) and record a sign of life.
 
     With join_defaults, a seat new to the bus joins its default rooms once: `rooms`
-    if given, else AGENT_SALON_ROOM, else the rooms its agent's other seats are in,
-    else the default room. A seat that later parts is never re-joined.
+    if given (a hook passes its own AGENT_SALON_ROOM), else AGENT_SALON_ROOM, else the
+    rooms its agent's other seats are in, else the default room. A seat that later
+    parts is never re-joined.
     """
     agent = rules.validate_name(agent, "agent")
     at = now()
@@ -130,7 +131,8 @@ def check_in(
 
 
 def _join_default_rooms(seat: Seat, rooms: Sequence[str] | None) -> None:
-    names = list(rooms or settings.AGENT_ROOMS)
+    # None: this process's AGENT_SALON_ROOM; a list (even empty) is the caller's own.
+    names = list(settings.AGENT_ROOMS if rooms is None else rooms)
     if not names:
         names = list(
             Membership.objects.filter(

@@ -18,7 +18,7 @@ import sys
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from bus import doorbell, services
+from bus import doorbell, hookline, services
 from bus.models import Seat
 from mcpgate import protocol, tools, watcher
 from mcpgate.protocol import ProtocolError
@@ -200,6 +200,8 @@ class StdioServer:
 
 
 def serve(agent: str, session_id: str | None) -> None:
-    """Run the stdio server until stdin closes."""
+    """Run the stdio server until stdin closes; meanwhile it also does the writes of
+    the Claude Code hooks of its store (bus/hookline.py)."""
+    hookline.start()
     server = StdioServer(StdioBinding(agent, session_id), sys.stdin.buffer, sys.stdout.buffer)
     asyncio.run(server.run())

@@ -12,7 +12,6 @@ migration never runs with the lean set. bench/RESULTS.md has the numbers.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 # Bus commands that only touch bus rows through bus.services. A command joins this set
@@ -68,6 +67,16 @@ def _setup_lean(settings) -> None:
     apps.populate(settings.INSTALLED_APPS)
 
 
+def _take_back_sigint() -> None:
+    """A shell without job control starts `salon serve &` with SIGINT ignored, and Python
+    and daphne then leave it ignored: `kill -INT` would do nothing. A server stops on
+    Ctrl-C, so take the signal back."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
@@ -77,11 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         from bus.claude import run_hook
 
         return run_hook(argv[1:])
-    if argv[:1] and argv[0] in SERVERS and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        # A shell without job control starts `salon serve &` with SIGINT ignored, and
-        # Python and daphne then leave it ignored: `kill -INT` would do nothing. A
-        # server stops on Ctrl-C, so take the signal back.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if argv[:1] and argv[0] in SERVERS:
+        _take_back_sigint()
     from django.core.exceptions import ImproperlyConfigured
 
     lean = _lean(argv)

@@ -12,12 +12,13 @@ variable, so start-up stops instead of silently falling back to a default.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
+
+# difflib and pathlib are imported where used: a Claude Code hook reads its settings
+# through this module on every turn, and neither is needed then.
 
 # Every variable agent-salon reads; an AGENT_SALON_* name outside this set is a typo.
 KNOWN = {
@@ -65,6 +66,8 @@ def parse_config_text(text: str) -> dict[str, str]:
 
 def read_config_file(path: str) -> dict[str, str]:
     """Read the AGENT_SALON_CONFIG file (UTF-8; a leading byte-order mark is ignored)."""
+    from pathlib import Path
+
     try:
         return parse_config_text(Path(path).expanduser().read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
@@ -92,6 +95,8 @@ def unknown_variables(values: Mapping[str, str]) -> list[str]:
 
 
 def warn_unknown(values: Mapping[str, str], stream=None) -> None:
+    import difflib
+
     for name in unknown_variables(values):
         guess = difflib.get_close_matches(name.split()[-1].upper(), KNOWN, n=1, cutoff=0.75)
         hint = (
