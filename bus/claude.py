@@ -422,14 +422,10 @@ def hook_context(kind: str, payload: dict, environ: dict[str, str]) -> HookConte
     session = payload.get("session_id")
     if not isinstance(session, str) or not session.strip():
         session = environ.get(SESSION_VARIABLE, "").strip() or None
-    database_url = environ.get("DATABASE_URL", "").strip()
-    sqlite_path = None
-    if database_url:
-        store = database_url
-    else:
-        db = environ.get("AGENT_SALON_DB", "").strip() or "./agent-salon.db"
-        sqlite_path = os.path.realpath(os.path.expanduser(db))
-        store = sqlite_path
+    from bus.hookline import store_of
+
+    store = store_of(environ)
+    sqlite_path = None if environ.get("DATABASE_URL", "").strip() else store
     return HookContext(
         kind=kind,
         payload=payload,

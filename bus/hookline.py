@@ -76,6 +76,21 @@ def private(path: str) -> bool:
     )
 
 
+def merged_environment() -> dict[str, str]:
+    from bus.claude import _merged_environment
+
+    return _merged_environment()
+
+
+def store_of(values: dict[str, str]) -> str:
+    """The store named by these settings: DATABASE_URL, or the absolute SQLite path."""
+    database_url = values.get("DATABASE_URL", "").strip()
+    if database_url:
+        return database_url
+    db = values.get("AGENT_SALON_DB", "").strip() or "./agent-salon.db"
+    return os.path.realpath(os.path.expanduser(db))
+
+
 def store_key(store: str) -> str:
     return f"{zlib.crc32(store.encode()):08x}"
 
@@ -281,6 +296,10 @@ def start() -> str | None:
             return None
         _started = _Server(store, listener, path)
         threading.Thread(target=_started.serve, name="salon-hookline", daemon=True).start()
+        # The bus commands' fork server lives as long as some server of the store does.
+        from salon import forkserver
+
+        forkserver.ensure_running(store)
         import atexit
 
         atexit.register(stop)

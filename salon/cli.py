@@ -38,6 +38,10 @@ LEAN_COMMANDS = frozenset(
 )
 
 
+# Run by the fork server when one is up (salon/forkserver.py); `wait` watches its own
+# parent process, which a forked child does not have.
+FORKED_COMMANDS = LEAN_COMMANDS - {"wait"}
+
 # Commands that run until Ctrl-C.
 SERVERS = frozenset({"serve", "runserver"})
 
@@ -88,6 +92,29 @@ def main(argv: list[str] | None = None) -> int:
         return run_hook(argv[1:])
     if argv[:1] and argv[0] in SERVERS:
         _take_back_sigint()
+    if _lean(argv) and argv[0] in FORKED_COMMANDS:
+        from salon import forkserver
+
+        status = forkserver.run_forked(argv)
+        if status is not None:
+            return status
+    return _run(argv)
+
+
+def run_in_fork(argv: list[str]) -> int:
+    """A command in a child of the fork server (salon/forkserver.py): Django is loaded
+    with the fork server's environment; read the settings again from the caller's."""
+    from django.conf import settings
+    from django.db import connections
+    from django.utils.functional import empty
+
+    sys.modules.pop("salon.settings", None)
+    settings._wrapped = empty
+    connections.__dict__.pop("settings", None)  # DATABASES, read again on first use
+    return _run(argv)
+
+
+def _run(argv: list[str]) -> int:
     from django.core.exceptions import ImproperlyConfigured
 
     lean = _lean(argv)

@@ -8,6 +8,7 @@ PYTHONPATH that refuses to import: a hook that needed its own ORM would print no
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -37,7 +38,7 @@ from tests.claude_kit import (
     send,
     web,
 )
-from tests.support import REPO, Daemon, salon_cmd
+from tests.support import REPO, Daemon, query_store, salon_cmd
 
 pytestmark = pytest.mark.slow
 
@@ -255,3 +256,125 @@ def test_salon_serve_answers_hooks_too(env, webdir, tmp_path, no_django):
     finally:
         daemon.stop()
     assert sockets(env) == []  # an orderly stop removes its socket
+
+
+# ---------------------------------------------------------------- the commands' fork server
+# (salon/forkserver.py): a running server keeps a process with Django loaded that forks
+# one child per `salon COMMAND`; the `salon` process itself never loads Django then.
+
+
+def fork_servers(env) -> list[Path]:
+    return sorted(runtime_dir(env).glob("cli-*.sock"))
+
+
+def wait_for_fork_server(env, timeout=30.0) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if fork_servers(env):
+            return fork_servers(env)[0]
+        time.sleep(0.05)
+    raise AssertionError("no fork server socket appeared")
+
+
+def as_web(env, *args, stdin="", **extra):
+    return subprocess.run(
+        salon_cmd(*args),
+        env={**env, "AGENT_SALON_NAME": "web-app", "CLAUDE_CODE_SESSION_ID": WEB_SESSION, **extra},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_command_runs_in_the_fork_server_as_the_caller_without_django_in_the_caller(
+    env, server, no_django
+):
+    wait_for_fork_server(env)
+    ok(salon(env, "rooms", "--create", "team"))
+    ok(as_web(env, "join", "team", **no_django))
+    done = ok(as_web(env, "send", "team", "FACT", "-", "--json", stdin="from stdin\n", **no_django))
+    report = json.loads(done.stdout)
+    assert report["from"] == WEB_SEAT  # the caller's identity, not the server's (docs-site)
+    rows = query_store(env, "SELECT sender, content FROM bus_entry")
+    assert rows == [(WEB_SEAT, "from stdin\n")] or rows == [(WEB_SEAT, "from stdin")]
+
+
+def test_the_fork_server_prints_exactly_what_a_cold_start_prints(env, server, tmp_path):
+    wait_for_fork_server(env)
+    ok(salon(env, "rooms", "--create", "team"))
+    ok(as_web(env, "join", "team"))
+    ok(api(env, "join", "team"))
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+    forked = ok(as_web(env, "peek", "team", "--json"))
+    cold_tmp = tmp_path / "cold-tmp"  # no fork server can be found from here
+    cold_tmp.mkdir()
+    cold = ok(as_web(env, "peek", "team", "--json", TMPDIR=str(cold_tmp)))
+    assert forked.stdout == cold.stdout
+    assert json.loads(forked.stdout)["entries"]
+
+
+def test_refusals_usage_errors_and_bad_settings_keep_their_exit_status_and_one_line(
+    env, server, no_django
+):
+    wait_for_fork_server(env)
+    refused = as_web(env, "send", "nope", "FACT", "x", **no_django)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("salon send: there is no room 'nope'")
+    assert refused.stderr.count("\n") == 1
+    usage = as_web(env, "send", "--bogus", **no_django)
+    assert usage.returncode == 2
+    assert "unrecognized arguments" in usage.stderr or "required" in usage.stderr
+    bad = as_web(env, "rooms", AGENT_SALON_PORT="ninety", **no_django)
+    assert bad.returncode == 2
+    assert "configuration error: AGENT_SALON_PORT='ninety'" in bad.stderr
+    assert "Traceback" not in refused.stderr + usage.stderr + bad.stderr
+
+
+def test_one_fork_server_per_store_and_it_goes_when_the_last_server_goes(env, tmp_path):
+    first = stdio_server(env, project(tmp_path, "docs-site"), "f1r50000-0000-4000-8000-0")
+    second = stdio_server(env, project(tmp_path, "blog"), "5ec0d000-0000-4000-8000-0")
+    try:
+        wait_for_socket(env, first)
+        path = wait_for_fork_server(env)
+        while len(sockets(env)) < 2:
+            time.sleep(0.05)
+        # Both servers may start one at once; the one that loses the lock leaves.
+        deadline = time.monotonic() + 20
+        while len(fork_server_pids(env)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(fork_server_pids(env)) == 1
+        first.stdin.close()
+        first.wait(15)
+        time.sleep(hookline_idle() + 1)
+        assert path.exists()  # the second server still uses it
+    finally:
+        second.stdin.close()
+        second.wait(15)
+    deadline = time.monotonic() + hookline_idle() + 10
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not path.exists()
+
+
+def fork_server_pids(env) -> list[str]:
+    running = subprocess.run(
+        ["pgrep", "-f", "salon.forkserver"], capture_output=True, text=True
+    ).stdout.split()
+    return [pid for pid in running if _environ_of(pid).get("TMPDIR") == env["TMPDIR"]]
+
+
+def hookline_idle() -> float:
+    from salon import forkserver
+
+    return forkserver.IDLE_CHECK_SECONDS
+
+
+def _environ_of(pid: str) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(
+        item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item
+    )
