@@ -40,6 +40,44 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+@contextlib.contextmanager
+def served(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
+    """A `salon mcp` of another Claude Code session on the store of `env`, as Claude Code
+    keeps one per session with the default (stdio) setup; with it come the hook line
+    (bus/hookline.py) and the bus commands' fork server (salon/forkserver.py). Yields
+    once both answer; stops it (and so, within seconds, the fork server) afterwards."""
+    tmp = Path(env.get("TMPDIR") or tempfile.gettempdir())
+    runtime = tmp / f"agent-salon-{os.getuid()}"
+    before = set(runtime.glob("cli-*.sock"))
+    other = cwd.parent / "served-by-another-session"
+    other.mkdir(exist_ok=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "salon.cli", "mcp"],
+        env=dict(env, CLAUDE_CODE_SESSION_ID="0the0000-0000", AGENT_SALON_NAME="other"),
+        cwd=other,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (
+            list(runtime.glob(f"hooks-*-{process.pid}.sock"))
+            and set(runtime.glob("cli-*.sock")) - before
+        ):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SystemExit("salon mcp did not open its hook line and fork server")
+            time.sleep(0.05)
+        yield process
+    finally:
+        process.stdin.close()
+        process.wait(15)
+        # The fork server leaves within seconds of its last server: wait, so that what
+        # runs next is really cold.
+        deadline = time.monotonic() + 30
+        while set(runtime.glob("cli-*.sock")) - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
 @dataclass
 class Figure:
     """One measured number, its target, and the load average it was measured at."""
