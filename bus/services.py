@@ -278,11 +278,22 @@ def part_room(*, seat: Seat, room: str) -> dict:
 
 
 def seat_rooms(seat: Seat) -> list[str]:
-    return list(
-        Membership.objects.filter(seat=seat, left_at__isnull=True, room__archived_at__isnull=True)
+    return rooms_of_seats([seat.pk]).get(seat.pk, [])
+
+
+def rooms_of_seats(seat_ids) -> dict[int, list[str]]:
+    """The rooms (not archived) each seat is in, by name, in one query."""
+    rooms: dict[int, list[str]] = {}
+    pairs = (
+        Membership.objects.filter(
+            seat_id__in=seat_ids, left_at__isnull=True, room__archived_at__isnull=True
+        )
         .order_by("room__name")
-        .values_list("room__name", flat=True)
+        .values_list("seat_id", "room__name")
     )
+    for seat_id, name in pairs:
+        rooms.setdefault(seat_id, []).append(name)
+    return rooms
 
 
 def list_rooms(*, archived: bool = False) -> list[dict]:

@@ -398,12 +398,15 @@ def salon_status(
     """salon_status: where the bus is, which seat this is, and who shares its rooms."""
     rooms = services.seat_rooms(seat) if seat else []
     at = timezone.now()
-    neighbours = (
+    neighbours = list(
         Seat.objects.filter(memberships__room__name__in=rooms, memberships__left_at__isnull=True)
         .select_related("agent")
         .distinct()
         .order_by("name")
     )
+    # One query for everybody's rooms: a status call with hundreds of neighbours used to
+    # make one per neighbour.
+    their_rooms = services.rooms_of_seats([other.pk for other in neighbours])
     return {
         "endpoints": {"mcp": f"{base_url}/mcp", "notify": f"{base_url}/notify"}
         if base_url
@@ -418,7 +421,7 @@ def salon_status(
             {
                 "seat": other.name,
                 "liveness": services.seat_liveness(other, at),
-                "rooms": services.seat_rooms(other),
+                "rooms": their_rooms.get(other.pk, []),
             }
             for other in neighbours
         ],
