@@ -265,7 +265,7 @@ ASGI_APPLICATION = "salon.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [Path(__file__).resolve().parent / "templates"],  # the admin's overrides
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
