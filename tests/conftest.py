@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import Daemon, drop_store, migrate, salon_env
+from tests.support import Daemon, drop_abandoned_stores, drop_store, migrate, salon_env
+
+
+def pytest_sessionstart(session):
+    drop_abandoned_stores()
 
 
 @pytest.fixture

@@ -56,7 +56,8 @@ def _fresh_postgres_database(url: str) -> str:
 
     import psycopg
 
-    name = f"salon_t_{uuid.uuid4().hex[:12]}"
+    # The creating pid in the name: a later run drops what a killed one left behind.
+    name = f"salon_t_{os.getpid()}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
     return url.rsplit("/", 1)[0] + "/" + name
@@ -72,6 +73,38 @@ def drop_store(env: dict[str, str]) -> None:
 
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def drop_abandoned_stores() -> list[str]:
+    """Drop the test databases of test runs that are gone (killed before their
+    teardown); those of runs still going are left alone. Returns the names dropped."""
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        return []
+    import psycopg
+
+    dropped = []
+    with psycopg.connect(url, autocommit=True) as connection:
+        names = connection.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'salon\\_t\\_%'"
+        ).fetchall()
+        for (name,) in names:
+            pid = name.split("_")[2]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            dropped.append(name)
+    return dropped
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def salon_cmd(*args: str) -> list[str]:
