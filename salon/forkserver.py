@@ -285,6 +285,10 @@ def _child(connection: socket.socket, fds: list[int], header: dict) -> None:
     except BaseException as exc:
         print(f"salon: internal error in the forked command: {exc!r}", file=sys.stderr)
     finally:
+        with contextlib.suppress(Exception):  # an orderly goodbye to the database server
+            from django.db import connections
+
+            connections.close_all()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
