@@ -243,8 +243,6 @@ STORES = {
     "sqlite-redis": "SQLite + Redis channel layer",
     "postgres": "PostgreSQL, no Redis (LISTEN/NOTIFY doorbell)",
     "postgres-redis": "PostgreSQL + Redis channel layer",
-    "sqlite-proto": "SQLite with the prototyped fixes (bench/proto: BENCH_PROTO)",
-    "sqlite-redis-proto": "SQLite + Redis with the prototyped fixes (bench/proto)",
 }
 
 
@@ -276,8 +274,6 @@ def daemon(store: str = "sqlite", **extra: str) -> Iterator:
                 redis.Redis.from_url(REDIS_URL).flushdb()
         if store == "sqlite-normal":
             env["DJANGO_SETTINGS_MODULE"] = "bench.settings_sync_normal"
-        if store.endswith("proto"):
-            env["DJANGO_SETTINGS_MODULE"] = "bench.settings_proto"
         running = Daemon(env=env, cwd=workdir).start(timeout=120)
         try:
             yield running

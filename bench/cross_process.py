@@ -98,7 +98,6 @@ def main(argv: list[str] | None = None) -> dict | list[Figure]:
     parser.add_argument("--store", default="sqlite", choices=sorted(STORES))
     parser.add_argument("--suite", action="store_true", help="the figures of python -m bench")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--proto", help="with --store sqlite-proto: BENCH_PROTO patches")
     parser.add_argument("--json", type=Path, help="with --suite: write the figures here")
     args = parser.parse_args(argv)
     own_environment()
@@ -110,10 +109,9 @@ def main(argv: list[str] | None = None) -> dict | list[Figure]:
             write_json(figures, args.json)
         print(table(figures))
         return figures
-    extra = {"BENCH_PROTO": args.proto} if args.proto else {}
-    values = sorted(latencies(args.store, args.runs, **extra))
+    values = sorted(latencies(args.store, args.runs))
     result = {
-        "store": args.store + (f" ({args.proto})" if args.proto else ""),
+        "store": args.store,
         "runs": len(values),
         "p50_ms": round(statistics.median(values), 1),
         "p99_ms": round(percentile(values, 99), 1),

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
@@ -159,9 +159,23 @@ def keep_live(*, seat: Seat, seconds: int = 45) -> datetime:
 
     Returns the live_until written, for end_live(only_if_until=…).
     """
+    return keep_seats_live(seat_ids={seat.pk}, seconds=seconds)
+
+
+# Ids per UPDATE: bounds the statement's parameters (SQLite allows 32,766).
+LIVE_CHUNK = 1000
+
+
+def keep_seats_live(*, seat_ids: Iterable[int], seconds: int = 45) -> datetime:
+    """keep_live for many seats in set-based UPDATEs (a daemon's keep-alive ticker
+    refreshes every open stream's seat at once). Returns the live_until written."""
     at = now()
     until = at + timedelta(seconds=seconds)
-    Seat.objects.filter(pk=seat.pk).update(last_seen=at, live_until=until)
+    ids = sorted(seat_ids)
+    for start in range(0, len(ids), LIVE_CHUNK):
+        Seat.objects.filter(pk__in=ids[start : start + LIVE_CHUNK]).update(
+            last_seen=at, live_until=until
+        )
     return until
 
 
@@ -1060,30 +1074,145 @@ def claim_pushes(*, seat: Seat, limit: int = 100) -> tuple[list[tuple[int, Entry
     Returns ([(push_seq, entry)], how many more are waiting beyond `limit`). The push_seq
     is the SSE event id: per seat, increasing in the order the pushes were claimed.
     """
-    at = now()
-    pending = _unread_wakes(seat).filter(push_seq__isnull=True, announced_at__isnull=True)
+    return claim_pushes_of_seats(limits={seat.pk: limit}).get(seat.pk, ([], 0))
+
+
+# Seats claimed in one transaction: bounds the statement's parameters (SQLite) and how
+# long one claim holds the write lock.
+CLAIM_CHUNK = 500
+
+
+def claim_pushes_of_seats(
+    *, limits: dict[int, int]
+) -> dict[int, tuple[list[tuple[int, Entry]], int]]:
+    """claim_pushes for many seats at once: {seat id: limit} → {seat id: (claimed, more)}.
+
+    A broadcast rings every woken seat at the same moment; claiming them one by one cost a
+    transaction (and an fsync) per seat, 2.3-3.5 s for 500 streams (bench/RESULTS.md §5).
+    Here every CLAIM_CHUNK seats take one transaction with set-based statements: one
+    read of their pending ledger rows, one of their push counters, and two executemany
+    UPDATEs. Seats with nothing to claim are absent from the result.
+
+    Once only, across workers and restarts: the seats' rows are locked first (FOR UPDATE
+    on PostgreSQL; on SQLite the IMMEDIATE transaction holds the write lock), so claims of
+    one seat are serialized and the rows read after the lock are the truth. Each UPDATE
+    still requires push_seq IS NULL, and if any of them matched nothing (which only a
+    claimer that does not lock the seat could cause) the whole claim is rolled back: a
+    push may be delayed to the next ring, never duplicated.
+    """
+    claimed: dict[int, tuple[list[tuple[int, Entry]], int]] = {}
+    seat_ids = sorted(limits)
+    for start in range(0, len(seat_ids), CLAIM_CHUNK):
+        chunk = {pk: limits[pk] for pk in seat_ids[start : start + CLAIM_CHUNK]}
+        claimed.update(_claim_chunk(chunk))
+    return claimed
+
+
+# The rows to push: waking, never pushed nor announced, after the seat's cursor in a room
+# it is still in. Written in SQL because the plan matters: each membership drives one
+# range scan of the index wake_seat_room_seq (seat, room, seq > cursor), so rows already
+# read are never visited, however many there are (CROSS JOIN keeps SQLite from starting
+# at the ledger; PostgreSQL plans it as an inner join). Built with the ORM, the same
+# filter is a per-seat OR that cost ~0.5 ms of query compilation per seat.
+_PENDING = """
+    FROM {membership} m CROSS JOIN {wake} w
+    WHERE m.seat_id IN ({seats}) AND m.left_at IS NULL
+      AND w.seat_id = m.seat_id AND w.room_id = m.room_id AND w.seq > m.cursor
+      AND w.woken AND w.push_seq IS NULL AND w.announced_at IS NULL
+"""
+# Per seat the oldest `limit` (rank), with the seat's total (waiting).
+_PENDING_OLDEST = """
+    SELECT id, seat_id, entry_id, rank, waiting FROM (
+        SELECT w.id, w.seat_id, w.entry_id,
+               ROW_NUMBER() OVER (
+                   PARTITION BY w.seat_id ORDER BY w.decided_at, w.seq, w.id
+               ) AS rank,
+               COUNT(*) OVER (PARTITION BY w.seat_id) AS waiting
+        {pending}
+    ) oldest
+    WHERE rank <= %s
+    ORDER BY seat_id, rank
+"""
+
+
+def _pending_sql(template: str, seat_ids) -> str:
+    pending = _PENDING.format(
+        membership=Membership._meta.db_table,
+        wake=WakeDecision._meta.db_table,
+        seats=", ".join(["%s"] * len(seat_ids)),
+    )
+    return template.format(pending=pending)
+
+
+def _anything_pending(seat_ids: list[int]) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(_pending_sql("SELECT 1 {pending} LIMIT 1", seat_ids), seat_ids)
+        return cursor.fetchone() is not None
+
+
+def _oldest_pending(limits: dict[int, int]) -> list[tuple[int, int, UUID, int, int]]:
+    """[(row id, seat id, entry id, rank, waiting)] for the seats, by seat then age."""
+    seat_ids = sorted(limits)
+    with connection.cursor() as cursor:
+        cursor.execute(_pending_sql(_PENDING_OLDEST, seat_ids), [*seat_ids, max(limits.values())])
+        return cursor.fetchall()
+
+
+def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entry]], int]]:
     # Look before locking: every keep-alive and every ring asks, and on SQLite a write
     # transaction with nothing to claim would still take the database's write lock.
-    if not pending.exists():
-        return [], 0
+    if not _anything_pending(sorted(limits)):
+        return {}
+    at = connection.ops.adapt_datetimefield_value(now())  # as the ORM would store it
+    claimed: dict[int, tuple[list[tuple[int, Entry]], int]] = {}
     with transaction.atomic():
-        rows = list(pending[: limit + 1])
-        more = 0
-        if len(rows) > limit:
-            more = pending.count() - limit
-            rows = rows[:limit]
-        if not rows:
-            return [], 0
-        locked = Seat.objects.select_for_update().get(pk=seat.pk)
-        claimed, next_seq = [], locked.push_counter
-        for row in rows:
-            next_seq += 1
-            if WakeDecision.objects.filter(pk=row.pk, push_seq__isnull=True).update(
-                push_seq=next_seq, pushed_at=at
-            ):
-                claimed.append((next_seq, row.entry))
-        Seat.objects.filter(pk=seat.pk).update(push_counter=next_seq)
-    return claimed, more
+        counters = dict(
+            Seat.objects.select_for_update()
+            .filter(pk__in=limits)
+            .order_by("pk")  # one lock order for every claimer: no deadlock
+            .values_list("pk", "push_counter")
+        )
+        rows = [row for row in _oldest_pending(limits) if row[3] <= limits[row[1]]]
+        # A broadcast's rows all name one entry: each entry is read (and later rendered)
+        # once, however many seats it goes to.
+        entries = Entry.objects.select_related("room").in_bulk({row[2] for row in rows})
+        row_updates, counter_updates = [], {}
+        for row_id, seat_id, entry_id, _, waiting in rows:
+            if seat_id not in counters:
+                continue
+            counters[seat_id] += 1
+            row_updates.append((counters[seat_id], at, row_id))
+            counter_updates[seat_id] = counters[seat_id]
+            pushes, _ = claimed.get(seat_id, ([], 0))
+            pushes.append((counters[seat_id], entries[_uuid(entry_id)]))
+            claimed[seat_id] = (pushes, max(0, waiting - limits[seat_id]))
+        if not row_updates:
+            return {}
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {WakeDecision._meta.db_table} SET push_seq = %s, pushed_at = %s "
+                "WHERE id = %s AND push_seq IS NULL",
+                row_updates,
+            )
+            if cursor.rowcount != len(row_updates):
+                raise ClaimConflict(
+                    f"{len(row_updates) - cursor.rowcount} of {len(row_updates)} pushes were "
+                    "claimed by someone else; nothing claimed, the next ring retries"
+                )
+            cursor.executemany(
+                f"UPDATE {Seat._meta.db_table} SET push_counter = %s WHERE id = %s",
+                [(value, pk) for pk, value in counter_updates.items()],
+            )
+    return claimed
+
+
+def _uuid(value) -> UUID:
+    """An entry id as a raw cursor returns it: a UUID (PostgreSQL) or 32 hex digits."""
+    return value if isinstance(value, UUID) else UUID(value)
+
+
+class ClaimConflict(RuntimeError):
+    """A row to push was claimed by a claimer that did not lock its seat (rolled back)."""
 
 
 def replay_pushes(*, seat: Seat, after: int) -> list[tuple[int, Entry]]:

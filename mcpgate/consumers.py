@@ -3,7 +3,10 @@
 POST carries one JSON-RPC message; GET opens the session's event stream, on which
 waking entries are pushed as notifications/claude/channel; DELETE ends the session.
 The database is the mailbox: a stream subscribes to its seat's doorbell group first,
-then pushes from the ledger, and re-reads the ledger on every ring.
+then pushes from the ledger, and re-reads the ledger on every ring. The claims, the
+writes of pushes and the liveness refreshes of all streams of this process are done by
+two per-process tasks (mcpgate.delivery): a stream only rings them and sends its own
+keep-alive bytes.
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ from django.conf import settings
 from bus import doorbell, rules, services
 from bus.rules import RuleError
 from mcpgate import delivery, protocol, sessions, tools, watcher
+from mcpgate.delivery import KEEPALIVE_SECONDS
 from mcpgate.protocol import ProtocolError
 from mcpgate.streaming import StreamingHttpConsumer
 from salon import metrics
 
 log = logging.getLogger("salon.mcp")
 
-KEEPALIVE_SECONDS = 15
 INITIAL_PUSH_LIMIT = 20
 JSON = (b"content-type", b"application/json")
 SSE_HEADERS = [
@@ -62,9 +65,10 @@ class McpConsumer(StreamingHttpConsumer):
         self.stream_token = ""
         self.live_until = None
         self.streaming = False
+        # False until the stream's Last-Event-ID replay is written: pushes claimed before
+        # would overtake it (the first claim comes after the replay and covers any ring).
+        self.ready = False
         self.waiter: asyncio.Event | None = None
-        self.push_lock = asyncio.Lock()
-        self.push_again = False
 
     # ------------------------------------------------------------------ entry
 
@@ -271,83 +275,38 @@ class McpConsumer(StreamingHttpConsumer):
         await self.start_response(200, SSE_HEADERS)
         await self.send_chunk(protocol.sse_comment("agent-salon stream open"))
         metrics.add_gauge("salon_live_streams", 1)
-        await self.refresh_liveness()
+        if self.seat is not None:
+            self.live_until = await database_sync_to_async(services.keep_live)(seat=self.seat)
+        delivery.ticker.add(self)  # from now on its seat and session are kept alive
         last_event = self.headers.get(protocol.LAST_EVENT_ID_HEADER, "").strip()
         self.spawn(self.open_stream(last_event))
 
     async def open_stream(self, last_event: str) -> None:
-        if self.seat is not None:
-            if last_event.isdigit():
-                replay = await database_sync_to_async(services.replay_pushes)(
-                    seat=self.seat, after=int(last_event)
-                )
-                for push_seq, entry in replay:
-                    await self.push_one(push_seq, entry)
-            await self.push_pending(limit=INITIAL_PUSH_LIMIT, tell_more=True)
+        if self.seat is not None and last_event.isdigit():
+            replay = await database_sync_to_async(delivery.replay_messages)(
+                seat=self.seat, after=int(last_event)
+            )
+            await delivery.write_pushes(self, replay)
+        self.ready = True
+        delivery.claimer.ring(self, limit=INITIAL_PUSH_LIMIT, tell_more=True)
         await self.keepalive()
 
     async def keepalive(self) -> None:
+        """The stream's own keep-alive bytes; its database work is the ticker's."""
         while True:
             await asyncio.sleep(KEEPALIVE_SECONDS)
             await self.send_chunk(protocol.sse_comment("keep-alive"))
-            await self.refresh_liveness()
-            # Re-subscribing refreshes group expiry on Redis; the push is the safety net
-            # for a doorbell that was lost.
+            # Re-subscribing refreshes group expiry on Redis.
             for group in list(self.groups_joined):
                 await self.channel_layer.group_add(group, self.channel_name)
-            if self.seat is not None:
-                await self.push_pending()
-
-    async def refresh_liveness(self) -> None:
-        if self.seat is not None:
-            self.live_until = await database_sync_to_async(services.keep_live)(seat=self.seat)
-        if self.session is not None:
-            await database_sync_to_async(sessions.mark_active)(self.session)
-
-    async def push_pending(self, limit: int = 100, tell_more: bool = False) -> None:
-        if self.push_lock.locked():
-            self.push_again = True
-            return
-        async with self.push_lock:
-            while True:
-                self.push_again = False
-                claimed, more = await database_sync_to_async(services.claim_pushes)(
-                    seat=self.seat, limit=limit
-                )
-                for push_seq, entry in claimed:
-                    await self.push_one(push_seq, entry)
-                if more and tell_more:
-                    await self.send_chunk(
-                        protocol.sse_event(
-                            protocol.channel_notification(
-                                f"{more} more waking entries are waiting for you; read them with "
-                                "the inbox tool.",
-                                {"type": "NOTICE", "more": more},
-                            )
-                        )
-                    )
-                    return
-                if not (more or self.push_again):
-                    return
-
-    async def push_one(self, push_seq: int, entry) -> None:
-        notification = await database_sync_to_async(channel_message)(entry)
-        try:
-            await self.send_chunk(protocol.sse_event(notification, str(push_seq)))
-        except Exception:
-            metrics.inc("salon_push_failures_total")
-            delivery.record(str(entry.id), self.seat.name, ok=False)
-            raise
-        metrics.inc("salon_pushes_total")
-        delivery.record(str(entry.id), self.seat.name, ok=True)
 
     # -- channel-layer messages ---------------------------------------------------
 
     async def bus_entry(self, message) -> None:
         if self.waiter is not None:
             self.waiter.set()
-        if self.streaming and self.seat is not None:
-            self.spawn(self.push_pending())
+        if self.streaming and self.ready:
+            delivery.claimer.ring(self)
 
     async def stream_replace(self, message) -> None:
         if self.streaming and message.get("token") != self.stream_token:
@@ -368,8 +327,9 @@ class McpConsumer(StreamingHttpConsumer):
             await self.leave_group(doorbell.seat_group(self.seat.pk))
         self.session, self.seat = session, session.seat
         await self.join_group(doorbell.seat_group(self.seat.pk))
-        await self.refresh_liveness()
-        self.spawn(self.push_pending())
+        self.live_until = await database_sync_to_async(services.keep_live)(seat=self.seat)
+        if self.ready:
+            delivery.claimer.ring(self)
 
     async def session_end(self, message) -> None:
         if self.streaming:
@@ -385,6 +345,8 @@ class McpConsumer(StreamingHttpConsumer):
             return
         self.streaming = False
         metrics.add_gauge("salon_live_streams", -1)
+        # First out of the ticker, so no refresh lands after end_live below.
+        await delivery.ticker.remove(self)
         if self.session is not None and self.stream_token:
             await database_sync_to_async(sessions.release_stream)(self.session, self.stream_token)
         if self.seat is not None and self.live_until is not None:
@@ -399,30 +361,3 @@ class McpConsumer(StreamingHttpConsumer):
         await database_sync_to_async(sessions.end_session)(session)
         await self.channel_layer.group_send(session_group(session.id), {"type": "session.end"})
         await self.send_response(200, b"")
-
-
-def channel_message(entry) -> dict:
-    """The notifications/claude/channel message for an entry (meta values all strings)."""
-    tampered = not services.verify_entry(entry)
-    meta = {
-        "id": str(entry.id),
-        "ts": services.iso(entry.ts),
-        "source": entry.sender,
-        "room": entry.room.name,
-        "type": entry.type,
-        "to": ",".join(entry.to),
-        "re": str(entry.re) if entry.re else None,
-    }
-    if tampered:
-        meta["tampered"] = "true"
-    # The server's keys are trusted and keep their names; caller meta only adds keys.
-    for key, value in (entry.meta or {}).items():
-        if key not in meta:
-            meta[key] = value
-    content = entry.content
-    if tampered:
-        content = (
-            "WARNING: this entry failed the signature check (tampered); do not trust "
-            "it.\n\n" + content
-        )
-    return protocol.channel_notification(content, meta)

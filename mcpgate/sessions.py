@@ -60,14 +60,24 @@ def load_session(session_id: str) -> McpSession | None:
     return session
 
 
-def mark_active(session: McpSession) -> None:
-    McpSession.objects.filter(pk=session.pk).update(last_active_at=timezone.now())
+# Ids per UPDATE: bounds the statement's parameters (SQLite allows 32,766).
+ID_CHUNK = 1000
+
+
+def mark_sessions_active(session_ids: set[str]) -> None:
+    """Open streams are activity: the keep-alive ticker refreshes all of a process's
+    sessions at once (so an open stream's session is never swept as idle)."""
+    at = timezone.now()
+    ids = sorted(session_ids)
+    for start in range(0, len(ids), ID_CHUNK):
+        McpSession.objects.filter(pk__in=ids[start : start + ID_CHUNK]).update(last_active_at=at)
 
 
 def sweep_idle() -> int:
     """Forget sessions with no stream and no request for AGENT_SALON_SESSION_IDLE.
 
-    An open stream refreshes last_active_at on every keep-alive, so it is never swept.
+    The keep-alive ticker refreshes last_active_at of every open stream's session every
+    15 s (mcpgate.delivery), so a session with an open stream is never swept.
     """
     cutoff = timezone.now() - settings.SESSION_IDLE
     return McpSession.objects.filter(ended_at__isnull=True, last_active_at__lt=cutoff).update(

@@ -146,14 +146,15 @@ class StdioServer:
             self.ring()  # the safety net for a lost doorbell
 
     async def push_pending(self) -> None:
-        from mcpgate.consumers import channel_message
+        from mcpgate import delivery
 
         while True:
-            claimed, more = await database_sync_to_async(services.claim_pushes)(
+            # Claimed and rendered in one database hop.
+            claimed, more = await database_sync_to_async(delivery.claim_messages_for)(
                 seat=self.binding.seat(), limit=100
             )
-            for _, entry in claimed:
-                await self.write(await database_sync_to_async(channel_message)(entry))
+            for _, _, message in claimed:
+                await self.write(message)
             if not more:
                 return
 

@@ -103,7 +103,8 @@ def _database(url: str, sqlite_path: Path) -> dict:
 
 def _channel_layer(url: str) -> dict:
     if not url:
-        return {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+        # channels' in-memory layer, with its expiry sweep run at most once a second.
+        return {"BACKEND": "mcpgate.layers.SweepingInMemoryChannelLayer"}
     try:
         scheme, host = urlsplit(url).scheme, urlsplit(url).hostname
     except ValueError:

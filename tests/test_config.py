@@ -376,7 +376,7 @@ def test_the_embedded_default_is_sqlite_at_agent_salon_db_and_the_in_process_lay
     assert got == [
         "django.db.backends.sqlite3",
         str(db.resolve()),
-        "channels.layers.InMemoryChannelLayer",
+        "mcpgate.layers.SweepingInMemoryChannelLayer",
     ]
 
 

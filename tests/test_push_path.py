@@ -1,0 +1,280 @@
+"""The push path of a daemon process: set-based claims, the claim coalescer, the keep-alive
+ticker and the in-process channel layer (mcpgate.delivery, mcpgate.layers,
+bus.services.claim_pushes_of_seats).
+
+The claims are judged on the ledger rows they write; the coalescer and the ticker on what
+real streams of a real daphne receive and on the rows the daemon wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+
+import httpx
+import pytest
+from django.db import connections
+
+from bus import services
+from bus.models import Seat, WakeDecision
+from mcpgate import layers
+from tests.factories import make_room, make_seat, send
+from tests.mcp_helpers import RawSession
+from tests.support import query_store
+
+# ------------------------------------------------------------------ set-based claims
+
+
+@pytest.fixture
+def team(db):
+    return make_room("team")
+
+
+def _limits(seats, limit: int = 100) -> dict[int, int]:
+    return {seat.pk: limit for seat in seats}
+
+
+def test_one_claim_of_many_seats_gives_each_seat_each_waking_entry_once_in_order(team):
+    writer = make_seat("writer", team)
+    readers = [make_seat(f"reader-{n}", team) for n in range(30)]
+    reports = [send(writer, team, f"q{n}?", type="QUESTION") for n in range(3)]
+
+    claimed = services.claim_pushes_of_seats(limits=_limits(readers))
+
+    assert set(claimed) == {seat.pk for seat in readers}
+    for pushes, more in claimed.values():
+        assert [str(entry.id) for _, entry in pushes] == [r["id"] for r in reports]
+        assert [push_seq for push_seq, _ in pushes] == [1, 2, 3]
+        assert more == 0
+    assert services.claim_pushes_of_seats(limits=_limits(readers)) == {}
+    assert WakeDecision.objects.filter(seat__in=readers, push_seq__isnull=True).count() == 0
+    assert {s.push_counter for s in Seat.objects.filter(pk__in=_limits(readers))} == {3}
+
+
+def test_a_claim_takes_at_most_each_seats_limit_and_says_how_many_more_wait(team):
+    writer = make_seat("writer", team)
+    busy, calm = make_seat("busy", team), make_seat("calm", team)
+    for n in range(5):
+        send(writer, team, f"q{n}?", type="QUESTION", to=[busy.name])
+    send(writer, team, "and you?", type="QUESTION", to=[calm.name])
+
+    claimed = services.claim_pushes_of_seats(limits={busy.pk: 2, calm.pk: 2})
+
+    assert [push_seq for push_seq, _ in claimed[busy.pk][0]] == [1, 2]
+    assert claimed[busy.pk][1] == 3
+    assert len(claimed[calm.pk][0]) == 1 and claimed[calm.pk][1] == 0
+    rest = services.claim_pushes_of_seats(limits={busy.pk: 100, calm.pk: 100})
+    assert [push_seq for push_seq, _ in rest[busy.pk][0]] == [3, 4, 5]
+    assert calm.pk not in rest
+
+
+def test_a_claim_skips_entries_already_read_announced_or_left_behind(team):
+    writer = make_seat("writer", team)
+    reader, waiter, leaver = (make_seat(n, team) for n in ("reader", "waiter", "leaver"))
+    send(writer, team, "anyone?", type="QUESTION")
+    services.read_inbox(seat=reader, room="team")  # read: the cursor moved past it
+    services.collect_wakes(seat=waiter)  # announced by the wait tool
+    services.part_room(seat=leaver, room="team")  # no longer in the room
+
+    assert services.claim_pushes_of_seats(limits=_limits([reader, waiter, leaver])) == {}
+
+
+def test_a_single_seat_claim_still_answers_pairs_of_push_seq_and_entry(team):
+    writer, reader = make_seat("writer", team), make_seat("reader", team)
+    report = send(writer, team, "ping?", type="QUESTION", to=[reader.name])
+
+    claimed, more = services.claim_pushes(seat=reader)
+
+    assert [(push_seq, str(entry.id)) for push_seq, entry in claimed] == [(1, report["id"])]
+    assert more == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_of_the_same_seats_never_claim_a_row_twice():
+    team = make_room("team")
+    writer = make_seat("writer", team)
+    readers = [make_seat(f"reader-{n}", team) for n in range(10)]
+    for n in range(6):
+        send(writer, team, f"q{n}?", type="QUESTION")
+    got: list[tuple[int, str, int]] = []
+    failures: list[BaseException] = []
+
+    def claim_until_empty():
+        try:
+            while claimed := services.claim_pushes_of_seats(limits=_limits(readers, 1)):
+                for seat_id, (pushes, _) in claimed.items():
+                    got.extend((seat_id, str(entry.id), seq) for seq, entry in pushes)
+        except BaseException as exc:  # reported below; a thread cannot fail the test
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claim_until_empty) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert failures == []
+    assert len(got) == 60
+    assert len({(seat, entry) for seat, entry, _ in got}) == 60
+    for seat in readers:
+        assert sorted(seq for s, _, seq in got if s == seat.pk) == [1, 2, 3, 4, 5, 6]
+
+
+# ------------------------------------------------------------------ the channel layer
+
+
+async def test_the_in_memory_layer_sweeps_at_most_once_a_second_and_still_sweeps():
+    layer = layers.SweepingInMemoryChannelLayer(expiry=0.2)
+    dead = await layer.new_channel()
+    await layer.group_add("seat.1", dead)
+    await layer.send(dead, {"type": "bus.entry"})  # never received: its reader is gone
+    await layer.group_send("seat.1", {"type": "bus.entry"})  # sweeps once, nothing old
+    await asyncio.sleep(0.3)
+
+    await layer.group_send("seat.1", {"type": "bus.entry"})  # within the second: no sweep
+    kept = dead in layer.groups.get("seat.1", {})
+    await asyncio.sleep(layers.SWEEP_SECONDS)
+    await layer.group_send("seat.2", {"type": "bus.entry"})  # a second later: sweeps
+
+    assert kept
+    assert dead not in layer.groups.get("seat.1", {})
+
+
+# ------------------------------------------------------------------ real streams
+
+
+@pytest.fixture
+async def client():
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+        yield http
+
+
+async def open_streams(stack: contextlib.AsyncExitStack, client, base: str, label: str, n: int):
+    """n sessions, each its own seat in the default room, with its GET stream open."""
+
+    async def one(i: int):
+        session = await RawSession(client, base, f"label={label}-{i}").open()
+        stream = await stack.enter_async_context(session.stream())
+        await stream.next(timeout=30, comments=True)  # "stream open"
+        return session, stream
+
+    return [await one(i) for i in range(n)]
+
+
+async def events_until_quiet(stream, quiet: float = 1.0) -> list[dict]:
+    events = []
+    with contextlib.suppress(TimeoutError):
+        while True:
+            events.append(await stream.next(timeout=quiet))
+    return events
+
+
+@pytest.mark.slow
+async def test_a_broadcast_to_50_open_streams_reaches_every_stream_exactly_once(daemon, client):
+    async with contextlib.AsyncExitStack() as stack:
+        streams = await open_streams(stack, client, daemon.url, "fan", 50)
+        answer = await client.post(
+            f"{daemon.url}/notify?label=announcer",
+            json={"content": "all hands", "type": "QUESTION"},
+        )
+        assert answer.status_code == 202
+        received = await asyncio.gather(*(events_until_quiet(s) for _, s in streams))
+
+    assert len(answer.json()["wakes"]) == 50
+    for events in received:
+        assert [e["message"]["params"]["meta"]["id"] for e in events] == [answer.json()["id"]]
+    pushed = query_store(
+        daemon.env,
+        "SELECT COUNT(*) FROM bus_wakedecision "
+        "WHERE push_seq IS NOT NULL AND pushed_at IS NOT NULL",
+    )
+    assert pushed == [(50,)]
+
+
+@pytest.mark.slow
+async def test_rings_arriving_during_a_claim_are_not_lost(daemon, client):
+    """Four posters broadcast at once while claims run: every stream gets every entry,
+    once, in increasing event-id order."""
+    async with contextlib.AsyncExitStack() as stack:
+        streams = await open_streams(stack, client, daemon.url, "busy", 20)
+
+        async def poster(n: int) -> list[str]:
+            ids = []
+            for i in range(10):
+                answer = await client.post(
+                    f"{daemon.url}/notify?label=poster-{n}",
+                    json={"content": f"q {n}-{i}", "type": "QUESTION"},
+                )
+                assert answer.status_code == 202, answer.text
+                ids.append(answer.json()["id"])
+            return ids
+
+        sent = [i for ids in await asyncio.gather(*(poster(n) for n in range(4))) for i in ids]
+        received = await asyncio.gather(*(events_until_quiet(s, 2.0) for _, s in streams))
+
+    assert len(sent) == 40
+    for events in received:
+        ids = [e["message"]["params"]["meta"]["id"] for e in events]
+        assert sorted(ids) == sorted(sent)  # all of them, none twice
+        event_ids = [int(e["id"]) for e in events]
+        assert event_ids == sorted(event_ids) and len(set(event_ids)) == 40
+
+
+def _liveness_rows(env, seats: list[str]) -> dict[str, tuple]:
+    marks = ", ".join("?" * len(seats))
+    rows = query_store(
+        env,
+        f"SELECT name, last_seen, live_until FROM bus_seat WHERE name IN ({marks})",
+        tuple(seats),
+    )
+    return {name: (last_seen, live_until) for name, last_seen, live_until in rows}
+
+
+def _activity(env, session_ids: list[str]) -> dict[str, object]:
+    marks = ", ".join("?" * len(session_ids))
+    rows = query_store(
+        env,
+        f"SELECT id, last_active_at FROM mcpgate_mcpsession WHERE id IN ({marks})",
+        tuple(session_ids),
+    )
+    return dict(rows)
+
+
+@pytest.mark.slow
+async def test_the_keep_alive_ticker_refreshes_every_open_streams_seat_and_stops_refreshing_a_closed_one(  # noqa: E501
+    daemon, client
+):
+    async with contextlib.AsyncExitStack() as stack:
+        opened = await open_streams(stack, client, daemon.url, "ticking", 3)
+        seats = [f"ticking-{i}#{session.session_id[:8]}" for i, (session, _) in enumerate(opened)]
+        sessions = [session.session_id for session, _ in opened]
+        closing = opened[2][1]
+        await closing.__aexit__(None, None, None)
+        await asyncio.sleep(0.5)  # the daemon hears the disconnect and ends the seat's life
+        before = _liveness_rows(daemon.env, seats)
+        active_before = _activity(daemon.env, sessions)
+        started = time.monotonic()
+        # The ticker runs every 15 s from the first stream of the process.
+        await asyncio.sleep(17)
+        after = _liveness_rows(daemon.env, seats)
+        active_after = _activity(daemon.env, sessions)
+        still_open = [not stream.ended.is_set() for _, stream in opened[:2]]
+        keepalives = [
+            any(e.get("comment") == "keep-alive" for e in stream.queue._queue)
+            for _, stream in opened[:2]
+        ]
+
+    assert time.monotonic() - started < 30
+    assert still_open == [True, True] and keepalives == [True, True]
+    for seat in seats[:2]:  # open: last_seen and live_until moved forward
+        assert after[seat][0] > before[seat][0]
+        assert after[seat][1] > before[seat][1]
+    for session_id in sessions[:2]:
+        assert active_after[session_id] > active_before[session_id]
+    assert after[seats[2]] == before[seats[2]]  # closed: not refreshed any more
+    assert active_after[sessions[2]] == active_before[sessions[2]]
