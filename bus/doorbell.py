@@ -1,9 +1,45 @@
 """The doorbell: tells listening streams that the database has something new for them.
 
 The database is the mailbox; a ring only saves the listener a poll. A lost ring costs
-latency, never an entry. Without Redis, a process other than the daemon has no way to
-reach the daemon's in-process layer, so it does not ring: the daemon's watcher notices
-new rows by itself (mcpgate.watcher).
+latency, never an entry (every listener re-reads its ledger on its keep-alive).
+
+Who rings what after a send has committed. "Daemon" is a `salon serve` worker (it hosts
+the HTTP streams, IN_DAEMON); "other" is any other process that writes: a CLI command, a
+hook, a `salon mcp` stdio server. The watcher (mcpgate.watcher) runs in every process
+that hosts streams (daemon workers and stdio servers) whenever `watched()` is true:
+
+| store      | Redis | sender | rings the layer            | pg_notify | watcher in stream hosts |
+|------------|-------|--------|----------------------------|-----------|-------------------------|
+| SQLite     | no    | daemon | in-process (its streams)   | —         | polls data_version      |
+| SQLite     | no    | other  | —                          | —         | polls data_version      |
+| SQLite     | yes   | daemon | Redis (every worker)       | —         | polls data_version      |
+| SQLite     | yes   | other  | — (the watchers see it)    | —         | polls data_version      |
+| PostgreSQL | no    | daemon | in-process (its streams)   | yes       | LISTENs                 |
+| PostgreSQL | no    | other  | —                          | yes       | LISTENs                 |
+| PostgreSQL | yes   | daemon | Redis (every worker)       | —         | none                    |
+| PostgreSQL | yes   | other  | Redis                      | —         | none                    |
+
+Why:
+* A process that is not the daemon never rings when a watcher will see the row anyway:
+  on SQLite the watcher sees every commit (PRAGMA data_version, polled), with or without
+  Redis. Ringing Redis from a CLI would import channels_redis and redis.asyncio first,
+  180-300 ms AFTER the commit, which made Redis slower than the embedded poll
+  (bench/RESULTS.md "2. Cross-process").
+* The daemon always rings its layer itself: its own streams (and, with Redis, those of
+  every worker and of every stdio server) hear the entry at once, without the poll.
+  The watcher skips what this process rang (`recently_rung`).
+* PostgreSQL without Redis: each process has its own in-memory layer, so every sender
+  NOTIFYs and every stream host LISTENs (costs a CLI one statement, no import).
+* PostgreSQL with Redis: Redis already reaches every worker and every listener, so no
+  watcher runs and a CLI pays the Redis import. (A CLI could NOTIFY instead, but
+  `salon wait` listens on Redis when Redis is configured: it would no longer hear it.)
+
+Known costs: with Redis on SQLite, every stream host runs a watcher and rings through
+Redis, which reaches all of them: an entry sent in one daemon worker is rung once by
+that worker and once more by each other stream host's watcher, and a CLI entry once per
+stream host. A duplicate ring costs a stream one look at its ledger that finds nothing.
+With SQLite, Redis and no stream host running, a `salon wait` hears a CLI send only at
+its safety re-check (5 s).
 """
 
 from __future__ import annotations
@@ -18,9 +54,20 @@ log = logging.getLogger("salon.doorbell")
 # Set by the ASGI application at start-up: this process hosts the streams.
 IN_DAEMON = False
 
+PG_CHANNEL = "salon_doorbell"
+
 # Entries this process rang itself, so the watcher does not ring them a second time.
 _recent: deque[str] = deque(maxlen=4096)
 _recent_set: set[str] = set()
+
+
+def watched() -> bool:
+    """Whether processes that host streams run the database watcher (see the table).
+
+    SQLite: always (the poll sees every commit). PostgreSQL: only without Redis (LISTEN
+    on what senders NOTIFY); with Redis the senders ring Redis and nothing is watched.
+    """
+    return not settings.DATABASE_URL or not settings.REDIS_URL
 
 
 def _remember(entry_id) -> None:
@@ -39,18 +86,19 @@ def seat_group(seat_id: int) -> str:
     return f"seat.{seat_id}"
 
 
-PG_CHANNEL = "salon_doorbell"
-
-
 def ring(*, entry_id, seat_ids) -> None:
     """Tell the listeners of these seats that entry_id is waiting (after commit)."""
     if not seat_ids:
         return
     if settings.DATABASE_URL and not settings.REDIS_URL:
         _pg_notify(entry_id, seat_ids)
-    if not (IN_DAEMON or settings.REDIS_URL):
-        return
+    if IN_DAEMON or not watched():
+        _ring_layer(entry_id, seat_ids)
+
+
+def _ring_layer(entry_id, seat_ids) -> None:
     try:
+        # Imported here: a CLI on SQLite never rings, and must not pay for the layer.
         from asgiref.sync import async_to_sync
         from channels.layers import get_channel_layer
 
@@ -68,7 +116,7 @@ def ring(*, entry_id, seat_ids) -> None:
 
 
 def _pg_notify(entry_id, seat_ids) -> None:
-    """PostgreSQL without Redis: every daemon process LISTENs (mcpgate.watcher)."""
+    """PostgreSQL without Redis: every stream host LISTENs (mcpgate.watcher)."""
     from django.db import connection
 
     payload = f"{entry_id}:{','.join(str(s) for s in seat_ids)}"

@@ -5,12 +5,25 @@ A thin adapter: relay.webhook checks the envelope, bus.services stores the entry
 streams follows on the commit's doorbell. Every refusal is JSON `{"error": …}` with the
 lists a caller needs to fix it (`rooms`, `names`, `field`); no traceback ever reaches
 the caller.
+
+The view is async, and all of its work (the token check, the body, the send) runs on
+the one thread every Channels consumer uses for the database. Django's ASGI handler
+would run a sync view in a new thread per request, and a new thread is a new database
+connection: on SQLite those threads fought the consumers' thread for the write lock
+(POST -> event p99 of 4-11 s under 8 concurrent posters), on PostgreSQL each /notify
+opened a connection and a busy run met "too many clients" (bench/RESULTS.md "3.
+Throughput"). The price of sharing the thread: /notify's ORM work no longer overlaps
+the pushes' (sqlite3 lets other threads run while SQLite itself works), so under 8
+concurrent posters on 2 busy cores the daemon stored 17-20 entries/s instead of 22-27,
+while POST -> event p99 fell from 12-16 s to 1.4-1.8 s and pushes kept up with sends.
 """
 
 from __future__ import annotations
 
 import logging
 
+from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.http import JsonResponse
@@ -38,7 +51,7 @@ def _error(status: int, message: str, **extra) -> JsonResponse:
 
 
 @csrf_exempt
-def notify(request):
+async def notify(request):
     if request.method != "POST":
         response = _error(
             405,
@@ -47,6 +60,28 @@ def notify(request):
         )
         response["Allow"] = "POST"
         return response
+    return await on_database_thread(_answer, request)
+
+
+async def on_database_thread(func, *args):
+    """Run func(*args) on the database thread the Channels consumers use.
+
+    That thread is asgiref's SyncToAsync.single_thread_executor: database_sync_to_async
+    picks it outside any request. Inside a request Django's ASGI handler has entered a
+    ThreadSensitiveContext of its own, which would pick a fresh thread (and connection)
+    per request, so the executor is named here instead. When sync code is waiting above
+    us (Django's test client, WSGI), the work goes back to that thread and its open
+    transaction, as sync_to_async does; the connection is then the caller's to manage.
+    """
+    if getattr(AsyncToSync.executors, "current", None) is not None:
+        return await sync_to_async(func)(*args)
+    on_thread = database_sync_to_async(
+        func, thread_sensitive=False, executor=SyncToAsync.single_thread_executor
+    )
+    return await on_thread(*args)
+
+
+def _answer(request) -> JsonResponse:
     try:
         return _notify(request)
     except NotifyError as exc:

@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Iterable
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -246,15 +248,37 @@ class RequestTimingMiddleware:
 
     The label is the matched route pattern (`admin/bus/entry/<path:object_id>/change/`),
     never the raw path, so ids and query strings cannot grow the series without bound.
+
+    Sync and async: under daphne the chain stays async, so a request takes no
+    sync->async->sync thread hop here (an async view such as /notify runs on the event
+    loop); Django's test client and any WSGI use get the sync path.
     """
+
+    sync_capable = True
+    async_capable = True
 
     def __init__(self, get_response):
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if self.is_async:
+            return self._acall(request)
         started = time.perf_counter()
         response = self.get_response(request)
-        match = getattr(request, "resolver_match", None)
-        route = ("/" + match.route) if match is not None and match.route else "unmatched"
-        observe("salon_request_duration_seconds", time.perf_counter() - started, path=route)
+        _observe_request(request, started)
         return response
+
+    async def _acall(self, request):
+        started = time.perf_counter()
+        response = await self.get_response(request)
+        _observe_request(request, started)
+        return response
+
+
+def _observe_request(request, started: float) -> None:
+    match = getattr(request, "resolver_match", None)
+    route = ("/" + match.route) if match is not None and match.route else "unmatched"
+    observe("salon_request_duration_seconds", time.perf_counter() - started, path=route)
