@@ -8,38 +8,40 @@ the HTTP streams, IN_DAEMON); "other" is any other process that writes: a CLI co
 hook, a `salon mcp` stdio server. The watcher (mcpgate.watcher) runs in every process
 that hosts streams (daemon workers and stdio servers) whenever `watched()` is true:
 
-| store      | Redis | sender | rings the layer            | pg_notify | watcher in stream hosts |
-|------------|-------|--------|----------------------------|-----------|-------------------------|
-| SQLite     | no    | daemon | in-process (its streams)   | —         | polls data_version      |
-| SQLite     | no    | other  | —                          | —         | polls data_version      |
-| SQLite     | yes   | daemon | Redis (every worker)       | —         | polls data_version      |
-| SQLite     | yes   | other  | — (the watchers see it)    | —         | polls data_version      |
-| PostgreSQL | no    | daemon | in-process (its streams)   | yes       | LISTENs                 |
-| PostgreSQL | no    | other  | —                          | yes       | LISTENs                 |
-| PostgreSQL | yes   | daemon | Redis (every worker)       | —         | none                    |
-| PostgreSQL | yes   | other  | Redis                      | —         | none                    |
+| store | Redis | sender | rings the layer | other signal | stream hosts' watcher |
+|---|---|---|---|---|---|
+| SQLite | no | daemon | in-process (its streams) | — | polls data_version |
+| SQLite | no | other | — | local sockets | polls data_version |
+| SQLite | yes | daemon | Redis (every worker) | — | polls data_version |
+| SQLite | yes | other | — | local sockets | polls data_version |
+| PostgreSQL | no | daemon | in-process (its streams) | pg_notify | LISTENs |
+| PostgreSQL | no | other | — | pg_notify | LISTENs |
+| PostgreSQL | yes | daemon | Redis (every worker) | — | none |
+| PostgreSQL | yes | other | Redis | — | none |
 
 Why:
-* A process that is not the daemon never rings when a watcher will see the row anyway:
-  on SQLite the watcher sees every commit (PRAGMA data_version, polled), with or without
-  Redis. Ringing Redis from a CLI would import channels_redis and redis.asyncio first,
-  180-300 ms AFTER the commit, which made Redis slower than the embedded poll
-  (bench/RESULTS.md "2. Cross-process").
+* SQLite is one machine's file, so every process that hosts streams for it (daemon
+  workers, stdio servers) listens on a local socket (bus.hookline, the hook line). A
+  process without the layer — a CLI command, a stdio server's own send — connects to
+  each and writes the entry id and seats: no import, a connect and a write per server.
+  Their watcher hears the ring at once and rings its own layer; its poll of
+  data_version (every POLL_SECONDS) is the safety net for a ring that never came.
+  Ringing Redis from a CLI instead would import channels_redis and redis.asyncio first,
+  180-300 ms AFTER the commit (bench/RESULTS.md "2. Cross-process").
 * The daemon always rings its layer itself: its own streams (and, with Redis, those of
-  every worker and of every stdio server) hear the entry at once, without the poll.
-  The watcher skips what this process rang (`recently_rung`).
+  every worker and of every stdio server) hear the entry at once. The watchers skip
+  what their process already rang (`recently_rung`).
 * PostgreSQL without Redis: each process has its own in-memory layer, so every sender
   NOTIFYs and every stream host LISTENs (costs a CLI one statement, no import).
-* PostgreSQL with Redis: Redis already reaches every worker and every listener, so no
-  watcher runs and a CLI pays the Redis import. (A CLI could NOTIFY instead, but
-  `salon wait` listens on Redis when Redis is configured: it would no longer hear it.)
+* PostgreSQL with Redis: Redis already reaches every worker and every listener, on any
+  machine, so no watcher runs and a CLI rings Redis (the commands' fork server has it
+  imported already: salon/forkserver.py).
 
-Known costs: with Redis on SQLite, every stream host runs a watcher and rings through
-Redis, which reaches all of them: an entry sent in one daemon worker is rung once by
-that worker and once more by each other stream host's watcher, and a CLI entry once per
-stream host. A duplicate ring costs a stream one look at its ledger that finds nothing.
-With SQLite, Redis and no stream host running, a `salon wait` hears a CLI send only at
-its safety re-check (5 s).
+Known costs: with Redis on SQLite, an entry sent in one daemon worker is rung once by
+that worker through Redis and may be rung again by another stream host's watcher; a
+duplicate ring costs a stream one look at its ledger that finds nothing. With SQLite,
+Redis and no stream host running, a `salon wait` hears a CLI send at its safety
+re-check (5 s).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def watched() -> bool:
     return not settings.DATABASE_URL or not settings.REDIS_URL
 
 
-def _remember(entry_id) -> None:
+def remember_rung(entry_id) -> None:
     key = str(entry_id).replace("-", "")
     if len(_recent) == _recent.maxlen:
         _recent_set.discard(_recent[0])
@@ -94,6 +96,19 @@ def ring(*, entry_id, seat_ids) -> None:
         _pg_notify(entry_id, seat_ids)
     if IN_DAEMON or not watched():
         _ring_layer(entry_id, seat_ids)
+    elif not settings.DATABASE_URL:
+        _ring_line(entry_id, seat_ids)
+
+
+def _ring_line(entry_id, seat_ids) -> None:
+    """SQLite, a process without the streams' layer: ring the running servers of the
+    store over their local sockets (bus.hookline) instead of leaving it to their poll."""
+    try:
+        from bus import hookline
+
+        hookline.ring_servers(hookline.own_store(), entry_id, seat_ids)
+    except Exception:  # never fail a committed send; the watchers' poll still sees it
+        log.exception("local doorbell for entry %s failed; listeners will poll", entry_id)
 
 
 def _ring_layer(entry_id, seat_ids) -> None:
@@ -102,7 +117,7 @@ def _ring_layer(entry_id, seat_ids) -> None:
         from asgiref.sync import async_to_sync
         from channels.layers import get_channel_layer
 
-        _remember(entry_id)
+        remember_rung(entry_id)
         layer = get_channel_layer()
         message = {"type": "bus.entry", "id": str(entry_id)}
 

@@ -1,5 +1,8 @@
 """The hook line: a hook with something to write asks a running agent-salon process.
 
+(The same sockets carry the doorbell of processes that host no streams: see
+`ring_servers`.)
+
 A hook that must write (a stop that blocks, the once-a-minute heartbeat, session-start)
 needs the ORM, and starting Django costs ~200 ms of CPU before the first query (the
 Hooks section of bench/RESULTS.md). Every Claude Code session wired to the bus already
@@ -171,7 +174,40 @@ def ask(ctx) -> dict | None:
     return None
 
 
+def ring_servers(store: str, entry_id, seat_ids) -> int:
+    """The doorbell of a process that hosts no streams (bus.doorbell): tell every running
+    server of the store that `entry_id` waits for `seat_ids`. Fire and forget — a ring
+    that does not arrive costs latency, never the entry (the servers' watchers poll) —
+    so a `salon send` pays a connect and a write per server, nothing more."""
+    request = json.dumps(
+        {"v": WIRE_VERSION, "ring": {"entry": str(entry_id), "seats": sorted(seat_ids)}}
+    ).encode()
+    told = 0
+    for path in candidates(store):
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            client.settimeout(CONNECT_SECONDS)
+            client.connect(path)
+            client.sendall(request)
+            told += 1
+        except OSError:
+            continue
+        finally:
+            client.close()
+    return told
+
+
 # ---------------------------------------------------------------- the server's side
+
+
+# Set by the process's database watcher (mcpgate.watcher), which knows its event loop and
+# channel layer: called in the line's thread with (entry id, seat ids).
+_ring_handler = None
+
+
+def on_ring(handler) -> None:
+    global _ring_handler
+    _ring_handler = handler
 
 
 class _Server:
@@ -206,6 +242,12 @@ class _Server:
             request = json.loads(b"".join(chunks))
             if request.get("v") != WIRE_VERSION:
                 return {"ok": False, "error": f"wire version {request.get('v')!r}"}
+            if "ring" in request:
+                ring = request["ring"]
+                seats = [seat for seat in ring["seats"] if isinstance(seat, int)]
+                if _ring_handler is not None and seats:
+                    _ring_handler(str(ring["entry"]), seats)
+                return {"ok": True}
             from bus.claude import HookContext
 
             ctx = HookContext.from_wire(request["hook"])
@@ -258,9 +300,10 @@ def own_store() -> str:
     return settings.DATABASE_URL or os.path.realpath(settings.DB_PATH)
 
 
-def start() -> str | None:
-    """Listen for hooks in a daemon thread (once per process); the socket's path, or
-    None when the runtime directory is not private (a warning says why)."""
+def start(*, fork_server: bool = True) -> str | None:
+    """Listen for hooks (and rings) in a daemon thread (once per process), and see that
+    the store's command fork server runs; the socket's path, or None when the runtime
+    directory is not private (a warning says why)."""
     global _started
     import threading
 
@@ -296,10 +339,11 @@ def start() -> str | None:
             return None
         _started = _Server(store, listener, path)
         threading.Thread(target=_started.serve, name="salon-hookline", daemon=True).start()
-        # The bus commands' fork server lives as long as some server of the store does.
-        from salon import forkserver
+        if fork_server:
+            # The bus commands' fork server lives as long as some server of the store does.
+            from salon import forkserver
 
-        forkserver.ensure_running(store)
+            forkserver.ensure_running(store)
         import atexit
 
         atexit.register(stop)

@@ -11,9 +11,12 @@ channel layer:
   send. With Redis on PostgreSQL every sender rings Redis and no watcher runs.
 Entries this process rang itself are skipped (doorbell.recently_rung).
 
-POLL_SECONDS is 20 ms: an entry from another process waits 10 ms on average for the
-poll (cross-process p99 106 -> 42 ms embedded, 39 ms with Redis), for about 1.6 % of a
-core while idle (bench/RESULTS.md "2. Cross-process").
+On SQLite, other processes ring this one over its local socket (bus.hookline) right
+after their commit, and the watcher rings the seats at once (`hear_local_rings`); the
+poll is the safety net for a ring that never came (a process of another installation,
+a directory that is not private). So POLL_SECONDS stays 100 ms: a poll costs ~0.3 % of a
+core per process while idle, and every `salon mcp` of every session runs one (at 20 ms
+it was ~2 % each).
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ import threading
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from bus import doorbell
+from bus import doorbell, hookline
 
 log = logging.getLogger("salon.watcher")
 
-POLL_SECONDS = 0.02
+POLL_SECONDS = 0.1
 _task: asyncio.Task | None = None
+_rings: set[asyncio.Task] = set()
 
 
 def ensure_started() -> None:
@@ -70,8 +74,26 @@ def _data_version(connection: sqlite3.Connection) -> int:
     return connection.execute("PRAGMA data_version").fetchone()[0]
 
 
+def hear_local_rings(layer, loop: asyncio.AbstractEventLoop) -> None:
+    """Rings that arrive on this process's hook line socket (in the line's thread) ring
+    the seats on this process's layer, in its event loop."""
+
+    def ring_now(entry_id: str, seat_ids: list[int]) -> None:
+        if doorbell.recently_rung(entry_id):
+            return
+        doorbell.remember_rung(entry_id)  # the poll will see the row: not again
+        task = asyncio.ensure_future(_ring(layer, seat_ids))
+        _rings.add(task)  # held until done (the loop keeps only weak references)
+        task.add_done_callback(_rings.discard)
+
+    hookline.on_ring(
+        lambda entry_id, seat_ids: loop.call_soon_threadsafe(ring_now, entry_id, seat_ids)
+    )
+
+
 async def run() -> None:
     layer = get_channel_layer()
+    hear_local_rings(layer, asyncio.get_running_loop())
     connection = await asyncio.to_thread(_open)
     last = await asyncio.to_thread(_last_id, connection)
     version = await asyncio.to_thread(_data_version, connection)

@@ -189,6 +189,11 @@ def serve() -> None:
 
     for name in cli.FORKED_COMMANDS:  # imported once here, not in every child
         load_command_class("bus", name)
+    if settings.REDIS_URL:
+        # A send on PostgreSQL + Redis rings Redis after its commit (bus.doorbell): the
+        # import would cost a cold child 180-300 ms, then.
+        import channels.layers  # noqa: F401
+        import channels_redis.core  # noqa: F401
     if os.path.exists(path):
         os.unlink(path)  # we hold the lock: whoever made it is gone
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -378,3 +378,63 @@ def _environ_of(pid: str) -> dict[str, str]:
     return dict(
         item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item
     )
+
+
+# ---------------------------------------------------------------- the local doorbell
+# On SQLite a process that hosts no streams rings the servers of its store over the same
+# sockets (bus.doorbell); their watcher rings its streams at once instead of at its poll.
+
+
+def test_a_cli_send_rings_the_servers_of_its_store_over_their_sockets(env, webdir):
+    if env.get("DATABASE_URL"):
+        pytest.skip("SQLite's doorbell: on PostgreSQL a CLI rings with pg_notify or Redis")
+    the_team(env, webdir)
+    runtime_dir(env).mkdir(mode=0o700, exist_ok=True)
+    path = runtime_dir(env) / f"hooks-{hookline.store_key(store_of(env))}-{os.getpid()}.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    listener.settimeout(30)
+    heard: list[bytes] = []
+
+    def hear_one():
+        connection, _ = listener.accept()
+        with connection:
+            chunks = []
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+            heard.append(b"".join(chunks))
+
+    listening = threading.Thread(target=hear_one)
+    listening.start()
+    try:
+        report = send(env, web, "team", "QUESTION", "who rotates the key?", "--to", "api-service")
+        listening.join(30)
+    finally:
+        listener.close()
+    ring = json.loads(heard[0])["ring"]
+    [(api_seat,)] = query_store(env, "SELECT id FROM bus_seat WHERE name = ?", (API_SEAT,))
+    assert ring == {"entry": report["id"], "seats": [api_seat]}
+
+
+def test_a_ring_arriving_on_the_line_is_handed_to_the_process_ring_handler(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    heard = []
+    arrived = threading.Event()
+
+    def handler(entry_id, seat_ids):
+        heard.append((entry_id, seat_ids))
+        arrived.set()
+
+    path = hookline.start(fork_server=False)
+    assert path is not None
+    hookline.on_ring(handler)
+    try:
+        told = hookline.ring_servers(hookline.own_store(), "0190-entry", [7, 3])
+        assert told == 1
+        assert arrived.wait(10)
+    finally:
+        hookline.on_ring(None)
+        hookline.stop()
+    assert heard == [("0190-entry", [3, 7])]
+    assert not Path(path).exists()
