@@ -3,7 +3,9 @@ are read as they come, against entries sent by other real processes (SPEC §8)."
 
 from __future__ import annotations
 
+import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -185,13 +187,30 @@ def test_a_tampered_entry_is_flagged_in_its_line(env):
 # ---------------------------------------------------------------- waiting
 
 
-@pytest.fixture(params=["configured", "postgres-listen"])
+def local_redis() -> str | None:
+    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
+    except OSError:
+        return None
+    return url
+
+
+@pytest.fixture(params=["configured", "postgres-listen", "sqlite-redis"])
 def bell_env(request, env):
-    """The suite's store; on the PostgreSQL pass also PostgreSQL without Redis (LISTEN)."""
+    """The suite's store; on the PostgreSQL pass also PostgreSQL without Redis (LISTEN);
+    on the SQLite pass also SQLite with Redis configured and no server running: a CLI
+    on SQLite rings no Redis, so wait's bell must be data_version all the same."""
     if request.param == "postgres-listen":
         if not env.get("DATABASE_URL"):
             pytest.skip("PostgreSQL LISTEN needs the PostgreSQL pass (DATABASE_URL)")
         return dict(env, REDIS_URL="")
+    if request.param == "sqlite-redis":
+        if env.get("DATABASE_URL"):
+            pytest.skip("SQLite's bell: the SQLite pass")
+        if local_redis() is None:
+            pytest.skip("no Redis on 127.0.0.1:6379")
+        return dict(env, REDIS_URL=local_redis())
     return env
 
 

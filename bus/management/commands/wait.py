@@ -13,11 +13,11 @@ ledger at send time):
   moves.
   At most 10 lines at a time; beyond that one summary line counts the rest.
 * Latency: it subscribes first, then prints what is already waiting, then waits for a
-  doorbell: on the embedded SQLite store it asks `PRAGMA data_version` on a connection of
-  its own every 200 ms (answered from memory; the ledger is queried only when another
-  connection committed); with Redis it listens to the seat's doorbell group, with
-  PostgreSQL alone it LISTENs; both also re-check the ledger every 5 s (a lost doorbell
-  costs latency, never an entry).
+  doorbell: on the embedded SQLite store (with or without Redis) it asks `PRAGMA
+  data_version` on a connection of its own every 200 ms (answered from memory; the
+  ledger is queried only when another connection committed); on PostgreSQL it listens
+  to the seat's doorbell group on Redis, or LISTENs without Redis; both also re-check
+  the ledger every 5 s (a lost doorbell costs latency, never an entry).
 * While it runs the seat counts as live (like an open stream).
 * It exits when the session that armed it is gone — its parent process changed (the
   parent died and it was re-parented) or the owning Claude Code process ended (see
@@ -205,12 +205,14 @@ def open_bell(seat_id: int):
     from django.conf import settings
     from django.db import connection
 
+    if connection.vendor == "sqlite" and not settings.DATABASE_URL:
+        # Even with Redis: a CLI on SQLite rings no Redis (bus.doorbell), every commit
+        # changes data_version.
+        return SqliteBell(settings.DB_PATH)
     if settings.REDIS_URL:
         return RedisBell(seat_id)
     if connection.vendor == "postgresql":
         return PostgresBell(seat_id)
-    if connection.vendor == "sqlite" and not settings.DATABASE_URL:
-        return SqliteBell(settings.DB_PATH)
     return PollBell()
 
 
