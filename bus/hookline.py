@@ -230,7 +230,7 @@ class _Server:
                     pass
 
     def answer(self, connection: socket.socket) -> dict:
-        if not _same_user(connection):
+        if not same_user(connection):
             return {"ok": False, "error": "the caller is another user"}
         chunks, size = [], 0
         while chunk := connection.recv(65536):
@@ -278,7 +278,7 @@ def run_here(ctx) -> dict:
     }
 
 
-def _same_user(connection: socket.socket) -> bool:
+def same_user(connection: socket.socket) -> bool:
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:
         return True  # the private directory and the socket's mode keep others out

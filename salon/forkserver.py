@@ -223,8 +223,10 @@ def serve() -> None:
 
 
 def _fork_one(connection: socket.socket, listener: socket.socket) -> None:
+    from bus.hookline import same_user
+
     connection.settimeout(5)
-    if not _same_user(connection):
+    if not same_user(connection):
         return
     data, fds, _flags, _address = socket.recv_fds(connection, 65536, 3)
     try:
@@ -247,12 +249,6 @@ def _fork_one(connection: socket.socket, listener: socket.socket) -> None:
     finally:
         for fd in fds:
             os.close(fd)
-
-
-def _same_user(connection: socket.socket) -> bool:
-    from bus.hookline import _same_user as same
-
-    return same(connection)
 
 
 def _child(connection: socket.socket, fds: list[int], header: dict) -> None:
