@@ -278,6 +278,24 @@ def run_here(ctx) -> dict:
     }
 
 
+def listen_privately(path: str) -> socket.socket:
+    """A Unix socket listening at `path` (replacing a stale file), mode 600."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if os.path.exists(path):
+            os.unlink(path)
+        previous = os.umask(0o177)
+        try:
+            listener.bind(path)
+        finally:
+            os.umask(previous)
+        listener.listen(64)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
 def same_user(connection: socket.socket) -> bool:
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:
@@ -323,18 +341,9 @@ def start(*, fork_server: bool = True) -> str | None:
             )
             return None
         path = socket_path(store)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            if os.path.exists(path):
-                os.unlink(path)  # a killed earlier process with this pid
-            previous = os.umask(0o177)
-            try:
-                listener.bind(path)
-            finally:
-                os.umask(previous)
-            listener.listen(64)
+            listener = listen_privately(path)  # an earlier file is of a killed process
         except OSError as exc:
-            listener.close()
             print(f"agent-salon: warning: no hook line at {path}: {exc}", file=sys.stderr)
             return None
         _started = _Server(store, listener, path)

@@ -194,15 +194,7 @@ def serve() -> None:
         # import would cost a cold child 180-300 ms, then.
         import channels.layers  # noqa: F401
         import channels_redis.core  # noqa: F401
-    if os.path.exists(path):
-        os.unlink(path)  # we hold the lock: whoever made it is gone
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    previous = os.umask(0o177)
-    try:
-        listener.bind(path)
-    finally:
-        os.umask(previous)
-    listener.listen(64)
+    listener = hookline.listen_privately(path)  # we hold the lock: an earlier file is stale
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     try:
         while True:
