@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
-import sqlite3
 import statistics
 import sys
 import time
@@ -27,6 +25,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script: bench/ is on the path, not the checkout
+    sys.path.insert(0, str(REPO))
+
+from bench.common import machine  # noqa: E402
+
 DEFAULT_DB = REPO / "bench" / "admin-bench.db"
 RESULTS = REPO / "bench" / "RESULTS.md"
 TARGET_MS = 300
@@ -53,20 +56,6 @@ def setup_django(db: Path) -> None:
     import django
 
     django.setup()
-
-
-def machine() -> str:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            kib = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1])
-        ram = f"{kib / 1024 / 1024:.1f} GiB RAM"
-    except (OSError, StopIteration, ValueError):
-        ram = "RAM unknown"
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (
-        f"{os.cpu_count()} cores, {ram}, {platform.platform()}, "
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}{load}"
-    )
 
 
 def generate(n: int, seed: int = 9315) -> None:
@@ -255,7 +244,8 @@ def report(n: int, runs: int, rows, plans: str) -> str:
         "",
         f"Entry list (`/admin/bus/entry/`) rendered server-side through Django's test client, "
         f"as a logged-in superuser, over {n:,} entries in SQLite "
-        f"({date.today().isoformat()}; {machine()}). Median of {runs} runs after one warm-up; "
+        f"({date.today().isoformat()}; {machine()}, "
+        f"load average {os.getloadavg()[0]:.1f}). Median of {runs} runs after one warm-up; "
         f"50 rows a page, count capped at 10,001 rows. `python bench/admin_bench.py`.",
         "",
         f"Headline (filtered list, target < {TARGET_MS} ms): **{headline:.0f} ms** "

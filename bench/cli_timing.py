@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -35,6 +33,10 @@ from datetime import date
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script: bench/ is on the path, not the checkout
+    sys.path.insert(0, str(REPO))
+
+from bench.common import machine  # noqa: E402
 
 # The start-up of salon/cli.py before the lean path (the skeleton's main()).
 FULL_STARTUP = (
@@ -44,23 +46,6 @@ FULL_STARTUP = (
     "from django.core.management import execute_from_command_line\n"
     "execute_from_command_line(['salon', *sys.argv[1:]])\n"
 )
-
-
-def machine() -> str:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            kib = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1])
-        ram = f"{kib / 1024 / 1024:.1f} GiB RAM"
-    except (OSError, StopIteration, ValueError):
-        ram = "RAM unknown"
-    try:
-        load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    except OSError:
-        load = "load unknown"
-    return (
-        f"{os.cpu_count()} cores, {ram}, {platform.platform()}, "
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; {load}"
-    )
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
@@ -141,7 +126,10 @@ def main() -> None:
             ("salon peek team --json", [*salon, "peek", "team", "--json"]),
         ]
         cache = "no byte-code cache" if options.no_bytecode else "byte-code cached"
-        print(f"{date.today().isoformat()} — {machine()}; {cache}; {options.runs} runs each\n")
+        print(
+            f"{date.today().isoformat()} — {machine()}; load average "
+            f"{os.getloadavg()[0]:.2f}; {cache}; {options.runs} runs each\n"
+        )
         print("| command | median wall ms | min wall ms | median CPU ms |")
         print("|---|---:|---:|---:|")
         for (label, _), (wall, low, cpu) in zip(

@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import resource
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -46,24 +44,11 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: bench/ is on the path, not the checkout
     sys.path.insert(0, str(REPO))
 
-from bench.common import served  # noqa: E402
+from bench.common import machine, served  # noqa: E402
 
 RESULTS = REPO / "bench" / "RESULTS.md"
 SESSION = "b3nch000-0000-4000-8000-000000000000"
 TARGET_MS, DEFECT_MS = 100, 200
-
-
-def machine() -> str:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            kib = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1])
-        ram = f"{kib / 1024 / 1024:.1f} GiB RAM"
-    except (OSError, StopIteration, ValueError):
-        ram = "RAM unknown"
-    return (
-        f"{os.cpu_count()} cores, {ram}, {platform.platform()}, "
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
-    )
 
 
 def children_cpu() -> float:
