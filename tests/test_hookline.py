@@ -438,3 +438,34 @@ def test_a_ring_arriving_on_the_line_is_handed_to_the_process_ring_handler(tmp_p
         hookline.stop()
     assert heard == [("0190-entry", [3, 7])]
     assert not Path(path).exists()
+
+
+def test_ctrl_c_on_salon_reaches_the_forked_command(env, server, no_django):
+    wait_for_fork_server(env)
+    ok(salon(env, "rooms", "--create", "team"))
+    ok(as_web(env, "join", "team", **no_django))
+    # `send … -` waits for its text on stdin: a command still running when Ctrl-C comes.
+    waiting = subprocess.Popen(
+        salon_cmd("send", "team", "FACT", "-"),
+        env={
+            **env,
+            "AGENT_SALON_NAME": "web-app",
+            "CLAUDE_CODE_SESSION_ID": WEB_SESSION,
+            **no_django,
+        },
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(2)  # connected, the child forked and reading stdin
+        assert waiting.poll() is None
+        waiting.send_signal(signal.SIGINT)
+        _, err = waiting.communicate(timeout=30)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 130, err  # as a cold `salon send` interrupted exits
+    assert "Traceback" not in err
+    assert query_store(env, "SELECT count(*) FROM bus_entry") == [(0,)]
