@@ -43,6 +43,8 @@ SCENARIOS = {
     "scale": ("bench.scale", [], 2400),
     "cli_hooks": ("bench.cli_hooks", [], 900),
     "admin": ("bench.admin_page", [], 1800),
+    "relay": ("bench.relay", [], 900),
+    "side_by_side": ("bench.side_by_side", [], 2400),
 }
 
 

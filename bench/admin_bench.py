@@ -53,6 +53,9 @@ def setup_django(db: Path) -> None:
     os.environ.pop("DATABASE_URL", None)  # always the benchmark's own SQLite file
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
     sys.path.insert(0, str(REPO))
+    from salon import config, store
+
+    store.prepare(config.merged_environment())  # the secret, as any command makes it
     import django
 
     django.setup()
@@ -67,12 +70,12 @@ def generate(n: int, seed: int = 9315) -> None:
     from bus.models import Entry, Room
 
     rng = random.Random(seed)
-    rooms = {name: services.create_room(name=name)[0] for name in ROOMS}
+    rooms = {name: services.rooms.create_room(name=name)[0] for name in ROOMS}
     seats: list[tuple[str, str]] = []
     for agent in AGENTS:
         for k in range(rng.randint(1, 3)):
             session = f"{rng.getrandbits(32):08x}-bench-{k}"
-            seat = services.check_in(agent=agent, session_id=session)
+            seat = services.seats.check_in(agent=agent, session_id=session)
             seats.append((seat.name, agent))
     seats.append(("ci", "ci"))
     # A few agents talk a lot, most a little (as in a real salon).
@@ -111,10 +114,11 @@ def generate(n: int, seed: int = 9315) -> None:
             content = " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
             meta = {"kind": "question"} if type_ == "QUESTION" and rng.random() < 0.3 else {}
             entry_id = uuid7(now_ms=int(ts.timestamp() * 1000))
-            signature = signing.sign(
-                id=entry_id, room=room, ts=ts, sender=sender, type=type_, to=to, re=None,
-                content=content, meta=meta,
-            )  # fmt: skip
+            signature = signing.sign_fields({
+                "id": entry_id, "room": room, "seq": seq[room], "ts": ts, "sender": sender,
+                "sender_agent": agent, "type": type_, "to": to, "re": None, "content": content,
+                "meta": meta, "via": "cli", "sender_addr": "", "sender_session": "",
+            })  # fmt: skip
             row = {
                 "id": entry_id.hex,
                 "room_id": rooms[room].pk,
@@ -216,7 +220,7 @@ def explain(query: str, user) -> str:
     from django.db import connection
     from django.test import RequestFactory
 
-    from bus.admin import COUNT_CAP
+    from bus.admin.base import COUNT_CAP
     from bus.models import Entry
 
     request = RequestFactory().get("/admin/bus/entry/" + query)

@@ -40,15 +40,20 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+INITIALIZE_LINE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":'
+    b'"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}\n'
+)
+
+
 @contextlib.contextmanager
 def served(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
     """A `salon mcp` of another Claude Code session on the store of `env`, as Claude Code
-    keeps one per session with the default (stdio) setup; with it come the hook line
-    (bus/hookline.py) and the bus commands' fork server (salon/forkserver.py). Yields
-    once both answer; stops it (and so, within seconds, the fork server) afterwards."""
+    keeps one per session with the default (stdio) setup; with it comes the store's local
+    line (mcpgate/local.py), which answers hooks and bus commands. Yields once it listens;
+    stops it afterwards (it removes its socket)."""
     tmp = Path(env.get("TMPDIR") or tempfile.gettempdir())
     runtime = tmp / f"agent-salon-{os.getuid()}"
-    before = set(runtime.glob("cli-*.sock"))
     other = cwd.parent / "served-by-another-session"
     other.mkdir(exist_ok=True)
     process = subprocess.Popen(
@@ -58,24 +63,19 @@ def served(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
     )
+    # As Claude Code does: `initialize` first (the local line opens after it).
+    process.stdin.write(INITIALIZE_LINE)
+    process.stdin.flush()
     try:
         deadline = time.monotonic() + 60
-        while not (
-            list(runtime.glob(f"hooks-*-{process.pid}.sock"))
-            and set(runtime.glob("cli-*.sock")) - before
-        ):
+        while not list(runtime.glob(f"line-*-{process.pid}.sock")):
             if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit("salon mcp did not open its hook line and fork server")
+                raise SystemExit("salon mcp did not open its local line")
             time.sleep(0.05)
         yield process
     finally:
         process.stdin.close()
         process.wait(15)
-        # The fork server leaves within seconds of its last server: wait, so that what
-        # runs next is really cold.
-        deadline = time.monotonic() + 30
-        while set(runtime.glob("cli-*.sock")) - before and time.monotonic() < deadline:
-            time.sleep(0.1)
 
 
 @dataclass
@@ -407,6 +407,8 @@ async def listener(stack: contextlib.AsyncExitStack, client, base: str, label: s
     from tests.mcp_helpers import RawSession
 
     session = await RawSession(client, base, f"label={label}").open()
+    # A session becomes a seat at its first tool call (a stream alone makes none).
+    await session.result("rooms")
     stream = await stack.enter_async_context(session.stream())
     first = await stream.next(timeout=60, comments=True)
     assert first.get("comment", "").startswith("agent-salon stream open"), first

@@ -3,10 +3,11 @@
 Starts a real daemon on a fresh store, opens a raw MCP session with its GET stream, then
 runs `salon send … QUESTION --to <that seat>` as separate processes. The latency of one
 entry is the time the event arrived minus the entry's server timestamp (same clock), so
-the CLI's own start-up is not counted: it is what the watcher (embedded: a poll of
-SQLite every 100 ms) or the doorbell (Redis: the CLI rings the daemon's groups itself)
-costs. The sends are spaced by a random pause so they do not fall into step with the
-watcher's poll.
+the CLI's own start-up is not counted: it is what the doorbell costs (bus/bell.py: the
+daemon answers the command itself over its local line and rings its own streams; a
+command that works on the store itself rings the servers' lines on SQLite, NOTIFY on
+PostgreSQL; each server's listener polls SQLite every 100 ms as the safety net). The
+sends are spaced by a random pause so they do not fall into step with the poll.
 
     python -m bench.cross_process [--runs 20] [--store sqlite|sqlite-redis|postgres|…]
     python -m bench.cross_process --suite [--quick]     # the figures of python -m bench

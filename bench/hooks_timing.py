@@ -98,9 +98,11 @@ class Bench:
             {
                 "session_id": session,
                 "cwd": str(self.project),
-                "hook_event_name": {"session-start": "SessionStart", "stop": "Stop"}.get(
-                    kind, "PostToolUse"
-                ),
+                "hook_event_name": {
+                    "session-start": "SessionStart",
+                    "stop": "Stop",
+                    "session-end": "SessionEnd",
+                }.get(kind, "PostToolUse"),
                 "stop_hook_active": False,
                 "source": "startup",
             }
@@ -219,7 +221,8 @@ def table(
         "",
         "*served*: a `salon mcp` of another session of the store is running — as with the "
         "default (stdio) setup, where Claude Code keeps one per session, or with `salon "
-        "serve` — and the hook hands its writes to it (bus/hookline.py). *cold*: no "
+        "serve` — and the hook hands its work to it over the local line "
+        "(mcpgate/local.py). *cold*: no "
         "agent-salon process is running, the hook loads the ORM itself.",
         "",
         "| hook, scenario | served median ms | min | max | CPU ms | verdict "
@@ -235,10 +238,12 @@ def table(
     lines += [
         "",
         "How: `heartbeat` within the minute and `stop` with nothing to do never start Django "
-        "(bus/claude.py: a stamp file records the last sign of life; `stop` asks SQLite, "
+        "(mcpgate/claude/hookinput.py: a stamp file records the last sign of life; "
+        "`stop` asks SQLite, "
         "read-only, whether anything is waiting). A hook with something to write or say "
         "sends its context over a Unix socket to a running agent-salon process of the same "
-        "store, which runs the hook's work (bus.hooks.run, one transaction) and answers with "
+        "store, which runs the hook's work (mcpgate.claude.hooks.run, one transaction) and "
+        "answers with "
         "its output; the hook process never imports Django then.",
         "",
         "Cold, the hook starts Django with the lean app set of the bus commands: importing "

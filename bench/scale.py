@@ -5,10 +5,13 @@ generated once by bulk insert with real signatures, then reused; delete it to
 regenerate). One room holds all N entries, written by 20 seats; every tenth entry is a
 QUESTION addressed to the reader seat (with its waking ledger row). Timed, median of
 RUNS calls each, with the store's own settings (synchronous=FULL):
-* send — services.send_entry, a broadcast FACT into the room (one commit);
-* inbox — services.read_inbox for the reader, whose cursor is put back 20 entries
+* send — services.entries.send_entry, a broadcast FACT into the room (one commit);
+* inbox — services.reading.read_inbox for the reader, whose cursor is put back 20 entries
   before the end before each call (untimed), so each call reads and advances over 20;
-* history — services.read_history, the last 20 entries.
+* history — services.reading.read_history, the last 20 entries;
+* first inbox — a new seat (an agent with no other seat) joins the room, untimed, and
+  reads its first page: its whole room is its backlog (SPEC §6: as fast as a caught-up
+  seat's page, at any size).
 
 Each size runs in a process of its own (Django's settings name one database file):
 `python -m bench.scale [--quick]` runs them all; `--size N` runs one.
@@ -31,7 +34,7 @@ from bench.common import REPO, Figure, percentile, scenario_main
 SIZES, QUICK_SIZES = (1_000, 100_000, 1_000_000), (1_000, 20_000)
 WRITERS = 20
 UNREAD = 20
-CALLS = ("send", "inbox", "history")
+CALLS = ("send", "inbox", "history", "first inbox")
 
 
 def db_path(size: int) -> Path:
@@ -43,6 +46,9 @@ def setup_django(db: Path) -> None:
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "salon.settings"
+    from salon import config, store
+
+    store.prepare(config.merged_environment())  # the secret, as any command makes it
     import django
 
     django.setup()
@@ -56,13 +62,13 @@ def generate(size: int) -> None:
     from bus.ids import uuid7
     from bus.models import Entry, Room, Seat, WakeDecision
 
-    room, _ = services.create_room(name="big")
-    reader = services.check_in(agent="reader", session_id="reader0000-bench")
-    services.join_room(seat=reader, room="big")
+    room, _ = services.rooms.create_room(name="big")
+    reader = services.seats.check_in(agent="reader", session_id="reader0000-bench")
+    services.rooms.join_room(seat=reader, room="big")
     writers = []
     for k in range(WRITERS):
-        seat = services.check_in(agent=f"writer-{k}", session_id=f"w{k:07d}-bench")
-        services.join_room(seat=seat, room="big")
+        seat = services.seats.check_in(agent=f"writer-{k}", session_id=f"w{k:07d}-bench")
+        services.rooms.join_room(seat=seat, room="big")
         writers.append(seat)
 
     def insert_sql(model) -> tuple[str, list]:
@@ -100,10 +106,12 @@ def generate(size: int) -> None:
             to = [reader.name] if addressed else []
             content = f"entry {seq}: the build of branch {seq % 97} is green on staging"
             entry_id = uuid7(now_ms=int(ts.timestamp() * 1000))
-            signature = signing.sign(
-                id=entry_id, room="big", ts=ts, sender=writer.name, type=type_, to=to,
-                re=None, content=content, meta={},
-            )  # fmt: skip
+            signature = signing.sign_fields({
+                "id": entry_id, "room": "big", "seq": seq, "ts": ts, "sender": writer.name,
+                "sender_agent": writer.agent.name, "type": type_, "to": to, "re": None,
+                "content": content, "meta": {}, "via": "cli", "sender_addr": "",
+                "sender_session": "",
+            })  # fmt: skip
             naive = ts.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
             values = {
                 "id": entry_id.hex, "room_id": room.pk, "seq": seq, "ts": naive,
@@ -118,7 +126,7 @@ def generate(size: int) -> None:
                     "entry_id": entry_id.hex, "seat_id": reader.pk, "seat_name": reader.name,
                     "room_id": room.pk, "seq": seq, "woken": True, "reason": "addressed",
                     "decided_at": naive, "push_seq": None, "pushed_at": None,
-                    "announced_at": None, "nudged_at": None, "listener": "",
+                    "told_at": None, "told_by": "", "listener": "",
                 }  # fmt: skip
                 wakes.append(row(wake_fields, wake))
             if len(entries) == 20_000 or seq == size:
@@ -139,8 +147,8 @@ def measure(size: int, runs: int) -> dict[str, list[float]]:
     from bus.models import Entry, Membership, Room
 
     room = Room.objects.get(name="big")
-    reader = services.check_in(agent="reader", session_id="reader0000-bench")
-    writer = services.check_in(agent="writer-0", session_id=f"w{0:07d}-bench")
+    reader = services.seats.check_in(agent="reader", session_id="reader0000-bench")
+    writer = services.seats.check_in(agent="writer-0", session_id=f"w{0:07d}-bench")
     membership = Membership.objects.get(seat=reader, room=room)
     samples: dict[str, list[float]] = {name: [] for name in CALLS}
 
@@ -148,21 +156,33 @@ def measure(size: int, runs: int) -> dict[str, list[float]]:
         last = Room.objects.get(pk=room.pk).last_seq
         Membership.objects.filter(pk=membership.pk).update(cursor=max(last - UNREAD, 0))
 
+    newcomers: list = []
+
+    def newcomer(n: int):
+        seat = services.seats.check_in(agent=f"newcomer-{os.getpid()}-{n}", session_id=None)
+        services.rooms.join_room(seat=seat, room="big")
+        newcomers.append(seat)
+
     calls = {
-        "send": lambda n: services.send_entry(
+        "send": lambda n: services.entries.send_entry(
             seat=writer, text=f"bench {n}", room="big", type="FACT"
         ),
-        "inbox": lambda n: services.read_inbox(seat=reader, room="big", limit=UNREAD),
-        "history": lambda n: services.read_history(seat=reader, room="big", limit=20),
+        "inbox": lambda n: services.reading.read_inbox(seat=reader, room="big", limit=UNREAD),
+        "history": lambda n: services.reading.read_history(seat=reader, room="big", limit=20),
+        "first inbox": lambda n: services.reading.read_inbox(
+            seat=newcomers[-1], room="big", limit=UNREAD
+        ),
     }
     for n in range(-2, runs):  # two warm-up rounds
         for name, call in calls.items():
             if name == "inbox":
                 rewind()
+            if name == "first inbox":
+                newcomer(n)
             started = time.perf_counter()
             result = call(n)
             elapsed = (time.perf_counter() - started) * 1000
-            if name == "inbox":
+            if name in ("inbox", "first inbox"):
                 assert len(result["entries"]) == UNREAD, result["more"]
             if n >= 0:
                 samples[name].append(elapsed)

@@ -1,4 +1,4 @@
-"""The bus's tables. Only bus.services writes them.
+"""The bus's tables, and the verbs every service uses to ask them. Only bus.services writes.
 
 Ordering: every entry has a per-room sequence number `seq`, taken from its room's
 counter inside the sending transaction. Taking it locks the room row, so within a room
@@ -12,12 +12,36 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from bus import rules, strict
 from bus.ids import uuid7
+
+
+class StoredJSONField(models.JSONField):
+    """A JSONField whose rows are read with bus.strict.read_stored: a value that cannot
+    be read safely (a row changed outside the bus: nested hundreds deep, a number Python
+    cannot hold) comes back as its text instead of failing the whole query, so one row
+    cannot break a room for its readers (SPEC §12).
+
+    The column is a plain JSONField's (deconstruct says so): no migration, no change to
+    how anything is written."""
+
+    def from_db_value(self, value, expression, connection):
+        if isinstance(value, str):
+            return strict.read_stored(value)
+        return super().from_db_value(value, expression, connection)
+
+    def deconstruct(self):
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
 
 
 class RoomQuerySet(models.QuerySet):
     def visible(self):
         return self.filter(archived_at__isnull=True)
+
+    def of_seat(self, seat):
+        """The rooms this seat is in now (archived ones included)."""
+        return self.filter(memberships__seat=seat, memberships__left_at__isnull=True)
 
 
 class Room(models.Model):
@@ -50,6 +74,14 @@ class Agent(models.Model):
         return self.name
 
 
+class SeatQuerySet(models.QuerySet):
+    def in_rooms(self, rooms):
+        """Seats currently in any of `rooms` (Room rows, or a queryset of them)."""
+        return self.filter(
+            memberships__room__in=rooms, memberships__left_at__isnull=True
+        ).distinct()
+
+
 class Seat(models.Model):
     """One session of an agent on the bus (`web-app#3f9c1a20`), or the bare agent name."""
 
@@ -70,18 +102,20 @@ class Seat(models.Model):
     quiet = models.BooleanField(default=False)
     quiet_until = models.DateTimeField(null=True, blank=True)
     focus_text = models.TextField(blank=True, default="")
-    focus_files = models.JSONField(default=list, blank=True)
+    focus_files = StoredJSONField(default=list, blank=True)
     focus_phase = models.CharField(max_length=16, blank=True, default="")
     focus_ts = models.DateTimeField(null=True, blank=True)
-    # The Stop hook asks for a focus once ever per seat.
+    # A hook asks for a focus once ever per seat (services.seats.claim_focus_request).
     focus_asked_at = models.DateTimeField(null=True, blank=True)
     # The agent's default rooms are added to a seat once, never re-added after a part.
     defaults_applied = models.BooleanField(default=False)
     # Counter behind the SSE event ids of this seat's pushes.
     push_counter = models.BigIntegerField(default=0)
-    # The last time a Stop hook ran for this seat (services.claim_nudges): a hook can hold
-    # one of its turns. Read at decision time for the stats' "reached no session".
+    # The last time a Stop hook ran for this seat (services.telling.claim_nudges): a hook
+    # can hold one of its turns. Read at decision time for the stats' "reached no session".
     hook_seen_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SeatQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -93,6 +127,37 @@ class Seat(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def liveness(self, at) -> str:
+        """live / unknown / gone (§7): an open stream or a running server keeps live_until
+        ahead; otherwise the last sign of life decides."""
+        stream_open = bool(self.live_until and self.live_until > at)
+        return rules.liveness(self.last_seen, stream_open, at, signed_off=self.signed_off_at)
+
+    def facts(self) -> rules.SeatFacts:
+        return rules.SeatFacts(
+            seat=self.name, agent=self.agent.name, quiet=self.quiet, quiet_until=self.quiet_until
+        )
+
+    def is_quiet(self, at) -> bool:
+        return rules.quiet_active(self.quiet, self.quiet_until, at)
+
+    def listener(self, at, liveness: str) -> str:
+        """What could tell this seat of a wake-up decided at `at` (WakeDecision.listener)."""
+        if self.live_until and self.live_until > at:
+            return WakeDecision.LISTENER_LIVE
+        if self.hook_seen_at and liveness != rules.GONE:
+            return WakeDecision.LISTENER_HOOK
+        return WakeDecision.LISTENER_NONE
+
+
+class MembershipQuerySet(models.QuerySet):
+    def current(self):
+        """Memberships not left (a part sets left_at; the row stays)."""
+        return self.filter(left_at__isnull=True)
+
+    def in_visible_rooms(self):
+        return self.filter(room__archived_at__isnull=True)
 
 
 class Membership(models.Model):
@@ -107,6 +172,8 @@ class Membership(models.Model):
     cursor = models.BigIntegerField(default=0)
     joined_at = models.DateTimeField(auto_now_add=True)
     left_at = models.DateTimeField(null=True, blank=True)
+
+    objects = MembershipQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -142,15 +209,15 @@ class Entry(models.Model):
     sender = models.CharField(max_length=200)  # the seat name; kept when the seat is pruned
     sender_agent = models.CharField(max_length=64)
     type = models.CharField(max_length=8)
-    to = models.JSONField(default=list, blank=True)
+    to = StoredJSONField(default=list, blank=True)
     re = models.UUIDField(null=True, blank=True)
     content = models.TextField()
-    meta = models.JSONField(default=dict, blank=True)
+    meta = StoredJSONField(default=dict, blank=True)
     via = models.CharField(max_length=8, choices=VIA_CHOICES)
     sender_addr = models.CharField(max_length=64, blank=True, default="")
     sender_session = models.CharField(max_length=128, blank=True, default="")
-    delivered_to = models.JSONField(default=list, blank=True)
-    delivery_errors = models.JSONField(default=list, blank=True)
+    delivered_to = StoredJSONField(default=list, blank=True)
+    delivery_errors = StoredJSONField(default=list, blank=True)
     signature = models.CharField(max_length=64)
 
     class Meta:
@@ -175,7 +242,7 @@ class Entry(models.Model):
             # the admin's room filter, newest first (instead of sorting the whole room)
             models.Index(fields=["room", "ts"], name="entry_room_newest"),
             # the admin's a<->b conversation filter: only addressed entries, by sender agent
-            # (bus.filters.conversation; 230 -> 40 ms for the rows query on 1M entries)
+            # (bus.admin.filters.conversation; 230 -> 40 ms for the rows query on 1M entries)
             models.Index(
                 fields=["sender_agent", "ts"],
                 name="entry_addressed_by_agent",
@@ -184,14 +251,37 @@ class Entry(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.type} {self.sender} in {self.room_id}#{self.seq}"
+        return strict.safe_text(f"{self.type} {self.sender} in {self.room_id}#{self.seq}")
+
+
+class WakeDecisionQuerySet(models.QuerySet):
+    def unread_wakes(self, seat: Seat, room: Room | None = None):
+        """Waking rows of this seat for entries still after its cursor in a room it is in,
+        oldest first (a claim reads from here: the stop hook, wait, the wait tool)."""
+        rows = self.filter(seat=seat, woken=True)
+        cursors = Membership.objects.current().filter(seat=seat)
+        if room is not None:
+            rows, cursors = rows.filter(room=room), cursors.filter(room=room)
+        after = Q(pk__in=[])
+        for room_id, cursor in cursors.values_list("room_id", "cursor"):
+            after |= Q(room_id=room_id, seq__gt=cursor)
+        return rows.filter(after).select_related("entry__room").order_by("decided_at", "seq")
+
+    def claim(self, column: str, at, rows: list[WakeDecision]) -> list[WakeDecision]:
+        """Claim each row once: a conditional UPDATE … WHERE <column> IS NULL per row, so
+        two claimers (two hooks, two waits, two workers) never both get one. Returns the
+        rows this call claimed, in the order given."""
+        unclaimed = {f"{column}__isnull": True}
+        return [row for row in rows if self.filter(pk=row.pk, **unclaimed).update(**{column: at})]
 
 
 class WakeDecision(models.Model):
     """The per-seat ledger: one row per entry per seat it was a claim on (woken or quieted).
 
-    `pushed_at` / `announced_at` / `nudged_at` make "at most once per entry" hold across
-    restarts and workers for the stream push, `salon wait` and the Stop hook.
+    Two marks, each claimed at most once (a conditional UPDATE), across restarts and
+    workers: `push_seq` / `pushed_at`, the push to a live stream, which is only a hint
+    (the client may drop it); and `told_at` / `told_by`, the one telling of the entry to
+    the seat, by whichever path surely reaches the model first (TELLERS).
 
     It is also what `salon stats` reads (bus.stats): `listener` says what could tell the
     seat when the decision was made — `live` (an open MCP stream, a running stdio server
@@ -201,6 +291,11 @@ class WakeDecision(models.Model):
     name in `seat_name`, so the numbers about seats nobody was listening for outlive the
     seats; `prune` deletes the rows older than AGENT_SALON_STATS_DAYS.
     """
+
+    LISTENER_LIVE, LISTENER_HOOK, LISTENER_NONE = "live", "hook", "none"
+    # What can tell an entry: the wait tool's result, a `salon wait` line (the Monitor),
+    # a Stop-hook block, the SessionStart context, an inbox or peek that returns it.
+    TELLERS = ("wait", "monitor", "stop", "start", "inbox")
 
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="decisions")
     seat = models.ForeignKey(
@@ -215,8 +310,19 @@ class WakeDecision(models.Model):
     listener = models.CharField(max_length=8, blank=True, default="")
     push_seq = models.BigIntegerField(null=True, blank=True)  # SSE event id of the push
     pushed_at = models.DateTimeField(null=True, blank=True)
-    announced_at = models.DateTimeField(null=True, blank=True)
-    nudged_at = models.DateTimeField(null=True, blank=True)
+    told_at = models.DateTimeField(null=True, blank=True)
+    told_by = models.CharField(max_length=8, blank=True, default="")
+    # SPEC §14: the one judgement of this entry for this seat (bus.services.triage).
+    # `judge` is the half that judged (rules.LETTERBOX, a row the rule woke; rules.NET, a
+    # row written for an entry the rule declined), `judgement` its answer
+    # (rules.JUDGEMENTS). `woken` follows the verdict: a letterbox "no" clears it, a net
+    # "yes" sets it, and while a judge runs it is False, so nothing tells the entry
+    # before the verdict (a judge that never answers is failed after its timeout).
+    judge = models.CharField(max_length=9, blank=True, default="")
+    judgement = models.CharField(max_length=8, blank=True, default="")
+    judged_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WakeDecisionQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -275,7 +381,7 @@ class ReadCount(models.Model):
     """What inbox and peek handed out, per room, reading seat and hour (UTC).
 
     One counter row per (room, seat, hour), so two seats reading at once never wait for
-    each other's row; bumped in the reading transaction by services.read_inbox.
+    each other's row; bumped in the reading transaction by services.reading.read_inbox.
     """
 
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")

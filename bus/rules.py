@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bus import strict
+
 TYPES = ("QUESTION", "ANSWER", "FACT", "REQUEST")
 PHASES = ("explore", "plan", "apply", "verify", "blocked")
 LIVE, UNKNOWN, GONE = "live", "unknown", "gone"
@@ -30,10 +32,18 @@ SIBLING_WINDOW = timedelta(minutes=60)
 
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_META_KEYS = 32
+# §12: meta travels with every push and every read; it is for labels, not payloads.
+MAX_META_BYTES = 16 * 1024
+MAX_META_DEPTH = 8
+MAX_ADDRESSEES = 32
+MAX_FOCUS_FILES = 50
+MAX_FOCUS_PATH_CHARS = 256
 MAX_NAME_CHARS = 64
 # Session ids are UUIDs or our own random ids; 128 leaves room without letting
 # a hostile hook payload grow a seat name without bound.
 MAX_SESSION_CHARS = 128
+MIN_CLAIMED_SESSION_CHARS = 16
+MAX_FOCUS_CHARS = 500
 
 # Types that are a claim on attention even when broadcast (§5 step 5).
 CLAIM_TYPES = ("QUESTION", "REQUEST")
@@ -66,6 +76,26 @@ _CLIP_TAIL = "… +{n} characters — history for the whole entry"
 
 class RuleError(ValueError):
     """A refused input; the message says what was wrong and how to fix it."""
+
+
+class UnknownRoom(RuleError):
+    """The room does not exist (or is archived); `rooms` lists those that do."""
+
+    def __init__(self, message: str, rooms: list[str]):
+        super().__init__(message)
+        self.rooms = rooms
+
+
+class UnknownAddressee(RuleError):
+    """A `to` name nobody in the room was ever called; `names` lists the room's names."""
+
+    def __init__(self, message: str, names: list[str]):
+        super().__init__(message)
+        self.names = names
+
+
+class NotAMember(RuleError):
+    """The seat is not in the room it reads or leaves."""
 
 
 def _show(value: object, limit: int = MAX_NAME_CHARS) -> str:
@@ -121,7 +151,11 @@ def validate_content(text: object) -> str:
 
 
 def validate_meta(meta: object) -> dict[str, object]:
-    """Meta: absent, or a JSON object of at most 32 string keys. Returns a copy."""
+    """Meta: absent, or a JSON object of at most 32 string keys, nested at most 8 levels
+    deep (the object itself is one) and at most 16 KiB as JSON. Returns a copy.
+
+    Every writer passes here (bus.services.entries.send_entry), so no entry of the bus's
+    own making holds a meta a reader cannot take."""
     if meta is None:
         return {}
     if not isinstance(meta, Mapping):
@@ -140,14 +174,62 @@ def validate_meta(meta: object) -> dict[str, object]:
             f"meta has {len(meta)} keys, over the limit of {MAX_META_KEYS}: "
             "keep fewer keys, or nest the detail under one key"
         )
+    # Measured without recursion, before anything below recurses into it.
+    levels = strict.depth(dict(meta))
+    if levels > MAX_META_DEPTH:
+        raise RuleError(
+            f"meta is nested {levels} levels deep, over the limit of {MAX_META_DEPTH} "
+            "(the object itself is one): flatten it, or put the detail in the content"
+        )
     try:
-        json.dumps(meta, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
+        text = json.dumps(meta, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
         raise RuleError(
             "meta is not JSON-serializable: use only strings, numbers, booleans, null, "
             "lists and objects (no NaN or Infinity)"
         ) from None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_META_BYTES:
+        raise RuleError(
+            f"meta is {size} bytes as JSON, over the limit of {MAX_META_BYTES} bytes "
+            "(16 KiB): keep meta to short labels, and put the detail in the content or in a "
+            "file whose path you send"
+        )
     return dict(meta)
+
+
+def validate_focus_text(text: str) -> str:
+    """A focus is one sentence: stripped, at most MAX_FOCUS_CHARS characters."""
+    if len(text) > MAX_FOCUS_CHARS:
+        raise RuleError(
+            f"a focus is one sentence (at most {MAX_FOCUS_CHARS} characters); shorten it"
+        )
+    return text.strip()
+
+
+def split_files(files: str | Sequence[str] | None) -> list[str] | None:
+    """`--files a,b` as typed, or a list: a list of paths (None when not given), at most
+    MAX_FOCUS_FILES of at most MAX_FOCUS_PATH_CHARS characters each."""
+    if files is None:
+        return None
+    if isinstance(files, str):
+        paths = [part.strip() for part in files.split(",") if part.strip()]
+    else:
+        paths = list(files)
+    if len(paths) > MAX_FOCUS_FILES:
+        raise RuleError(
+            f"a focus names {len(paths)} files, over the limit of {MAX_FOCUS_FILES}: name the "
+            "few that matter most (or their directory)"
+        )
+    for path in paths:
+        if not isinstance(path, str):
+            raise RuleError(f"a focus file must be a path (text), not {type(path).__name__}")
+        if len(path) > MAX_FOCUS_PATH_CHARS:
+            raise RuleError(
+                f"the focus file {_show(path)} has {len(path)} characters, over the limit "
+                f"of {MAX_FOCUS_PATH_CHARS}: give a shorter (relative) path"
+            )
+    return paths
 
 
 def validate_phase(phase: str) -> str:
@@ -182,7 +264,28 @@ def validate_name(value: str, what: str = "room") -> str:
             f'{what} name {_show(value)} contains "#", which separates the agent from its '
             'session in a seat name: drop the "#" (e.g. "web-app")'
         )
+    if what == "label" and "@" in value:
+        # A label is who a caller of /mcp or /notify says it is; `acme@laptop` would be a
+        # seat of `acme` that `acme`'s token does not cover.
+        raise RuleError(
+            f'{what} name {_show(value)} contains "@", which marks a seat on another machine '
+            '(only the relay writes those): use the plain agent name, the part before "@"'
+        )
     return value
+
+
+def validate_claimed_session(session_id: object) -> str:
+    """checkin's `session_id` (§9): a Claude Code session id is a UUID (36 characters); one
+    shorter than MIN_CLAIMED_SESSION_CHARS could name another session's seat by the few
+    characters its seat name shows (`web-app#8714f782`)."""
+    text = session_id.strip() if isinstance(session_id, str) else ""
+    if len(text) < MIN_CLAIMED_SESSION_CHARS:
+        raise RuleError(
+            f"session id {_show(text)} is shorter than {MIN_CLAIMED_SESSION_CHARS} characters: "
+            "check in with the whole Claude Code session id (${session_id} in an mcp_tool "
+            "hook, CLAUDE_CODE_SESSION_ID in a command's environment)"
+        )
+    return _validate_session_id(text)
 
 
 def _validate_session_id(session_id: str) -> str:
@@ -224,6 +327,19 @@ def parse_aliases(text: str | None) -> dict[str, str]:
     return aliases
 
 
+def validate_addressees(to: Sequence[str]) -> list[str]:
+    """§12: at most MAX_ADDRESSEES distinct names (counted after duplicates and aliases
+    are resolved)."""
+    names = list(dict.fromkeys(to))
+    if len(names) > MAX_ADDRESSEES:
+        raise RuleError(
+            f"`to` names {len(names)} addressees, over the limit of {MAX_ADDRESSEES}: name "
+            "agents rather than seats (an agent's name covers all its seats), or leave `to` "
+            "out to address the whole room"
+        )
+    return names
+
+
 def resolve_aliases(to: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
     """Replace aliased names by their real name (one step, no chains); keep order, drop dups."""
     resolved: list[str] = []
@@ -232,6 +348,17 @@ def resolve_aliases(to: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
         if real not in resolved:
             resolved.append(real)
     return resolved
+
+
+def names_in(value: object) -> list[str]:
+    """A stored list of names (`to`, delivered_to, …) as a list of strings, whatever the
+    row holds: the bus writes lists of names, and a row changed outside it must still be
+    readable (it reads as tampered)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [item for item in value if isinstance(item, str)]
+    return []
 
 
 def agent_of_seat(seat: str) -> str:
@@ -361,6 +488,34 @@ def wakes(entry: EntryFacts, seat: SeatFacts, now: datetime) -> bool:
     return decide_wake(entry, seat, now).woken
 
 
+# --- who is judged (SPEC §14) -------------------------------------------------------
+
+LETTERBOX, NET = "letterbox", "net"
+# A judgement's answer: the judge said yes or no, or gave no clear answer (a timeout, a
+# non-zero exit, unreadable output). "pending" while a judge runs.
+JUDGEMENTS = ("yes", "no", "failed", "pending")
+
+
+def letterbox_judges(to: Sequence[str], seat: str) -> bool:
+    """The letterbox judges every entry the rule wakes a seat for, except one whose `to`
+    names exactly this seat and nobody else: that one is surely meant for it."""
+    return list(to) != [seat]
+
+
+def net_judges(seat_has_focus: bool, seat_quiet: bool, woken: bool) -> bool:
+    """The safety net judges a declined entry for a seat that has a focus (without one
+    there is nothing to judge against); a quiet seat asked not to be woken at all."""
+    return seat_has_focus and not seat_quiet and not woken
+
+
+def triage_verdict(half: str, answer: str) -> bool:
+    """Whether the judged entry is told: the letterbox fails towards waking (anything but
+    a clear no tells), the safety net fails closed (only a clear yes tells)."""
+    if half == LETTERBOX:
+        return answer != "no"
+    return answer == "yes"
+
+
 # --- time -------------------------------------------------------------------------
 
 
@@ -422,16 +577,26 @@ def _last_break(text: str, limit: int) -> int:
     return best
 
 
-def clip(text: str, limit: int) -> tuple[str, int | None]:
-    """§6 inbox clipping: ``(text, None)`` when it fits, else ``(clipped, full length)``."""
+@dataclass(frozen=True)
+class Clip:
+    """What inbox hands out of an entry: ``text``, and when it was cut, the full length
+    and how many characters were held back."""
+
+    text: str
+    full: int | None = None
+    held_back: int = 0
+
+
+def clip(text: str, limit: int) -> Clip:
+    """§6 inbox clipping: the text whole when it fits, else cut at a break, with a tail."""
     if limit <= 0 or len(text) <= limit:
-        return text, None
+        return Clip(text)
     cut = _last_break(text, limit)
     if cut <= _CLIP_MIN_SHARE * limit:
         # The only break is too early: a hard cut shows more of the entry.
         cut = limit
-    kept = text[:cut]
-    return f"{kept} {_CLIP_TAIL.format(n=len(text) - cut)}", len(text)
+    held_back = len(text) - cut
+    return Clip(f"{text[:cut]} {_CLIP_TAIL.format(n=held_back)}", len(text), held_back)
 
 
 def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]) -> int:

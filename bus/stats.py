@@ -10,8 +10,14 @@ worth waking must have had somebody listening. The numbers, per room (and per se
 * decisions by kind — `rule` (§5 at send time), `quiet` (a declared quiet suppressed
   it); a later letterbox or safety net adds its reasons to KIND_OF_REASON — and by
   reason;
-* wake-ups decided → told (pushed to a stream · announced by `salon wait` or the wait
-  tool · turns held by the Stop hook), not told, and, loudly, **reached no session**.
+* the letterbox and the safety net (SPEC §14): entries the letterbox held back
+  (`letterbox`), entries the safety net told (`net`), letterbox judgements that failed
+  and so woke (`letterboxFailed`);
+* wake-ups decided → told, once each, by the first way that surely reaches the model
+  (announced by `salon wait` or the wait tool · a turn held by the Stop hook · listed at
+  session start · returned by an inbox read), not told, and, loudly, **reached no
+  session**; beside them, how many were pushed to a stream (a hint the client may drop,
+  so it tells nothing on its own).
 
 Where the numbers come from (the recording is in bus.services)
 ----------------------------------------------------------------
@@ -39,10 +45,10 @@ Where the numbers come from (the recording is in bus.services)
   had no listener — no open MCP stream, no running stdio server, no running `salon
   wait` (all three keep Seat.live_until ahead, so one check covers them) and no Stop
   hook (Seat.hook_seen_at: a Stop hook has run for the seat, and the seat is not gone)
-  — and that was never told since (no push, no announcement, no held turn). A seat
-  whose stream opens later and gets the push, or whose `salon wait` is armed later, is
-  told, so it does not count. A wake-up with a listener that was never told (read in
-  the inbox first, or still pending) counts as "not told", not as reached no session.
+  — and that was never told since. A seat whose `salon wait` is armed later, or whose
+  next session starts and lists it, is told, so it does not count. A wake-up with a
+  listener that was never told (still pending) counts as "not told", not as reached no
+  session.
 * Reading: a counter row per (room, seat, hour) bumped by inbox/peek when they hand
   out entries (ReadCount), so a window's first hour is counted whole.
 * The ledger keeps AGENT_SALON_STATS_DAYS days (default 30); `salon prune` deletes older
@@ -53,16 +59,16 @@ Where the numbers come from (the recording is in bus.services)
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db.models import CharField, Count, Func, Max, Min, Q, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
+from django.utils import timezone
 
-from bus import rules, services
+from bus import rules, wire
 from bus.models import DecisionCount, Entry, ReadCount, Room, Seat, WakeDecision
 
 SCHEMA = "salon.stats/1"
@@ -74,8 +80,22 @@ KINDS = ("rule", "quiet")
 # Reasons listed in every report (with 0), so the shape does not depend on the traffic.
 LISTED_REASONS = tuple(r for r in rules.REASONS if r != "sender")
 
-TOLD = Q(pushed_at__isnull=False) | Q(announced_at__isnull=False) | Q(nudged_at__isnull=False)
-NO_SESSION = Q(woken=True, listener=services.LISTENER_NONE) & ~TOLD
+TOLD = Q(told_at__isnull=False)
+# wakeUps keys of the ways of telling (WakeDecision.TELLERS); together they make `told`.
+TOLD_BY = {
+    "announced": ("wait", "monitor"),
+    "turnsHeld": ("stop",),
+    "toldAtStart": ("start",),
+    "toldByReading": ("inbox",),
+}
+NO_SESSION = Q(woken=True, listener=WakeDecision.LISTENER_NONE) & ~TOLD
+# The letterbox and the safety net (SPEC §14, bus.services.triage): what each changed,
+# and the letterbox judgements that failed (so woke, as the rule had said).
+TRIAGE = {
+    "letterbox": Q(judge=rules.LETTERBOX, judgement="no"),
+    "net": Q(judge=rules.NET, judgement="yes"),
+    "letterboxFailed": Q(judge=rules.LETTERBOX, judgement="failed"),
+}
 
 
 def parse_since(text: str) -> timedelta:
@@ -103,11 +123,14 @@ def _wake_ups() -> dict:
         "decided": 0,
         "told": 0,
         "pushed": 0,
-        "announced": 0,
-        "turnsHeld": 0,
+        **dict.fromkeys(TOLD_BY, 0),
         "notTold": 0,
         "reachedNoSession": 0,
     }
+
+
+def _triage() -> dict:
+    return dict.fromkeys(TRIAGE, 0)
 
 
 @dataclass
@@ -116,6 +139,7 @@ class _Tally:
     reading: dict = field(default_factory=_reading)
     decisions: dict = field(default_factory=_decisions)
     wake_ups: dict = field(default_factory=_wake_ups)
+    triage: dict = field(default_factory=_triage)
     quieted: int = 0
 
     def decide(self, reason: str, n: int) -> None:
@@ -131,6 +155,8 @@ class _Tally:
             self.reading[key] += value
         for key, value in other.wake_ups.items():
             self.wake_ups[key] += value
+        for key, value in other.triage.items():
+            self.triage[key] += value
         self.decisions["total"] += other.decisions["total"]
         for group in ("byKind", "byReason"):
             for key, value in other.decisions[group].items():
@@ -143,6 +169,7 @@ class _Tally:
             "reading": self.reading,
             "decisions": self.decisions,
             "wakeUps": self.wake_ups,
+            "triage": self.triage,
         }
 
     def seat_dict(self, name: str, forgotten: bool) -> dict:
@@ -152,6 +179,7 @@ class _Tally:
             "quieted": self.quieted,
             "reading": self.reading,
             "wakeUps": self.wake_ups,
+            "triage": self.triage,
         }
 
 
@@ -190,7 +218,7 @@ class Window:
 def _window(rooms: Sequence[str], since: timedelta | str, at: datetime | None) -> Window:
     if isinstance(since, str):
         since = parse_since(since)
-    until = at or services.now()
+    until = at or timezone.now()
     # `--since 9999w` reaches before anything was recorded: start at the epoch instead
     start = EPOCH if since >= until - EPOCH else until - since
     return Window(since=start, until=until, rooms=_rooms(rooms))
@@ -213,8 +241,8 @@ def _coverage(window: Window) -> dict:
             lasts.append(found["last"])
     return {
         "empty": records == 0,
-        "first": services.iso(min(firsts)) if firsts else None,
-        "last": services.iso(max(lasts)) if lasts else None,
+        "first": wire.iso(min(firsts)) if firsts else None,
+        "last": wire.iso(max(lasts)) if lasts else None,
         "records": records,
     }
 
@@ -231,10 +259,10 @@ def report(
     ledger = _coverage(window)
     document = {
         "schema": SCHEMA,
-        "generatedAt": services.iso(window.until),
+        "generatedAt": wire.iso(window.until),
         "window": {
-            "since": services.iso(window.since),
-            "until": services.iso(window.until),
+            "since": wire.iso(window.since),
+            "until": wire.iso(window.until),
             "retentionDays": settings.STATS_DAYS,
         },
         "ledger": ledger,
@@ -263,10 +291,10 @@ def report(
         .annotate(
             n=Count("id"),
             pushed=Count("id", filter=Q(pushed_at__isnull=False)),
-            announced=Count("id", filter=Q(announced_at__isnull=False)),
-            held=Count("id", filter=Q(nudged_at__isnull=False)),
+            **{key: Count("id", filter=Q(told_by__in=tellers)) for key, tellers in TOLD_BY.items()},
             told=Count("id", filter=TOLD),
             no_session=Count("id", filter=NO_SESSION),
+            **{key: Count("id", filter=q) for key, q in TRIAGE.items()},
         )
         .order_by()
     ):
@@ -274,7 +302,10 @@ def report(
         if seats:
             tallies.append(seat_tally(row["room_id"], row["seat_name"]))
         for index, tally in enumerate(tallies):
-            if index == 0:
+            for key in TRIAGE:
+                tally.triage[key] += row[key]
+            # A net row is a judgement of a decision send already counted (DecisionCount).
+            if index == 0 and row["reason"] != rules.NET:
                 tally.decide(row["reason"], row["n"])
             if row["reason"] == "quiet":
                 tally.quieted += row["n"]
@@ -284,8 +315,8 @@ def report(
             wake["decided"] += row["n"]
             wake["told"] += row["told"]
             wake["pushed"] += row["pushed"]
-            wake["announced"] += row["announced"]
-            wake["turnsHeld"] += row["held"]
+            for key in TOLD_BY:
+                wake[key] += row[key]
             wake["notTold"] += row["n"] - row["told"]
             wake["reachedNoSession"] += row["no_session"]
 
@@ -443,166 +474,4 @@ def timeline(*, rooms: Sequence[str] = (), since: timedelta | str = DEFAULT_SINC
         "entries": per_room(Entry.objects, "ts"),
         "wakeUps": per_room(WakeDecision.objects.filter(woken=True), "decided_at"),
         "reachedNoSession": no_session,
-    }
-
-
-# ---------------------------------------------------------------- chart geometry
-#
-# The staff page draws its charts as inline SVG on the server (no script, no CDN); these
-# functions compute the geometry, the template writes the elements.
-
-PALETTE = ("#417690", "#b4540a", "#6d3fb0", "#2e7d32", "#c2185b", "#55707d")
-OTHER_COLOR = "#9aa5ab"
-ALARM_COLOR = "#ba2121"
-KIND_COLORS = {"rule": PALETTE[0], "quiet": PALETTE[2]}
-MAX_SERIES = len(PALETTE)
-
-
-def nice_ceiling(value: float) -> int:
-    """The smallest of 1, 2, 5 times 10^k at or above value (at least 1)."""
-    if value <= 1:
-        return 1
-    power = 10 ** math.floor(math.log10(value))
-    for factor in (1, 2, 5, 10):
-        if factor * power >= value:
-            return int(factor * power)
-    return int(10 * power)  # pragma: no cover - the loop always returns
-
-
-def _ticks(moments: Sequence[datetime], step: timedelta) -> list[tuple[int, str]]:
-    """(bucket index, label) of the x-axis ticks, at most about nine: whole days as
-    `Nov 30`; hours at a round interval as `14:00`, midnight as the date."""
-    count = len(moments)
-    if step >= timedelta(days=1):
-        every = max(1, math.ceil(count / 9))
-        return [(i, m.strftime("%b %d")) for i, m in enumerate(moments) if i % every == 0]
-    if count > 48:  # several days of hours: one tick per day (or every few days)
-        midnights = [i for i, m in enumerate(moments) if m.hour == 0]
-        every = max(1, math.ceil(len(midnights) / 9))
-        return [(i, moments[i].strftime("%b %d")) for i in midnights[::every]]
-    interval = next(h for h in (1, 2, 3, 4, 6, 12, 24) if count / h <= 9)
-    ticks = []
-    for i, moment in enumerate(moments):
-        if moment.hour % interval:
-            continue
-        midnight = moment.hour == 0
-        label = moment.strftime("%b %d" if midnight else "%H:%M")
-        if not ticks and not midnight:
-            label = moment.strftime("%b %d %H:%M")
-        ticks.append((i, label))
-    return ticks
-
-
-def _top_series(series: dict[str, list[int]]) -> list[tuple[str, str, list[int]]]:
-    """At most MAX_SERIES named series (the biggest), the rest summed as "other rooms"."""
-    ranked = sorted(series.items(), key=lambda item: (-sum(item[1]), item[0]))
-    if len(ranked) <= MAX_SERIES:
-        return [(name, PALETTE[i], values) for i, (name, values) in enumerate(ranked)]
-    kept = ranked[: MAX_SERIES - 1]
-    rest = [sum(column) for column in zip(*(v for _, v in ranked[MAX_SERIES - 1 :]), strict=True)]
-    named = [(name, PALETTE[i], values) for i, (name, values) in enumerate(kept)]
-    return [*named, (f"{len(ranked) - len(kept)} other rooms", OTHER_COLOR, rest)]
-
-
-def stacked_bars(
-    series: dict[str, list[int]],
-    buckets: Sequence[datetime],
-    step: timedelta,
-    *,
-    width: int = 1140,
-    height: int = 170,
-    color: str | None = None,
-    unit: str = "",
-) -> dict:
-    """Geometry of a stacked bar chart: one bar per bucket, one segment per series."""
-    left, right, top, bottom = 44, 8, 10, 24
-    plot_w, plot_h = width - left - right, height - top - bottom
-    named = _top_series(series)
-    if color and len(named) == 1:
-        named = [(named[0][0], color, named[0][2])]
-    count = max(len(buckets), 1)
-    totals = [sum(values[i] for _, _, values in named) for i in range(len(buckets))]
-    ceiling = nice_ceiling(max(totals, default=0))
-    slot = plot_w / count
-    bar_w = max(slot * 0.78, 1.0)
-    bars = []
-    for i, moment in enumerate(buckets):
-        y = top + plot_h
-        x = left + i * slot + (slot - bar_w) / 2
-        for name, fill, values in named:
-            n = values[i]
-            if not n:
-                continue
-            h = plot_h * n / ceiling
-            y -= h
-            when = moment.strftime("%Y-%m-%d %H:%M UTC")
-            bars.append(
-                {
-                    "x": round(x, 2),
-                    "y": round(y, 2),
-                    "w": round(bar_w, 2),
-                    "h": round(h, 2),
-                    "fill": fill,
-                    "title": f"{when} · {name}: {n}{unit}",
-                }
-            )
-    grid = []
-    lines = min(ceiling, 5)  # ceilings are 1, 2, 5 or multiples of 5: whole-number steps
-    for k in range(lines + 1):
-        value = ceiling * k // lines
-        y = top + plot_h - plot_h * k / lines
-        text = f"{value:,}" if value < 10_000 else f"{value / 1000:g}k"
-        grid.append({"y": round(y, 2), "label": text, "label_y": round(y + 4, 2)})
-    ticks = [
-        {"x": round(left + i * slot + slot / 2, 2), "label": label}
-        for i, label in _ticks(buckets, step)
-    ]
-    return {
-        "width": width,
-        "height": height,
-        "left": left,
-        "right": width - right,
-        "top": top,
-        "bottom": top + plot_h,
-        "label_x": left - 6,
-        "tick_y": height - 6,
-        "bars": bars,
-        "grid": grid,
-        "ticks": ticks,
-        "legend": [
-            {"name": name, "color": fill, "total": sum(values)} for name, fill, values in named
-        ],
-        "total": sum(totals),
-    }
-
-
-def hbars(items: Iterable[tuple[str, int, str]], *, width: int = 540, row: int = 24) -> dict:
-    """Geometry of horizontal bars: (label, value, color) per row."""
-    items = list(items)
-    label_w, value_w = 140, 70
-    plot_w = width - label_w - value_w
-    ceiling = max((value for _, value, _ in items), default=0) or 1
-    rows = []
-    bar_h = row - 8
-    for i, (label, value, fill) in enumerate(items):
-        y = 6 + i * row
-        w = max(plot_w * value / ceiling, 2 if value else 0)
-        rows.append(
-            {
-                "label": label,
-                "value": f"{value:,}",
-                "y": y,
-                "text_y": round(y + bar_h / 2 + 4, 2),
-                "w": round(w, 2),
-                "value_x": round(label_w + w + 6, 2),
-                "fill": fill,
-            }
-        )
-    return {
-        "width": width,
-        "height": 12 + row * len(items),
-        "bar_x": label_w,
-        "label_x": label_w - 8,
-        "bar_h": bar_h,
-        "rows": rows,
     }

@@ -5,3 +5,13 @@ class McpGateConfig(AppConfig):
     name = "mcpgate"
     verbose_name = "MCP endpoint"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The Claude Code hooks are an operation of the local line, like the bus commands.
+        from bus.management import ops
+        from mcpgate.claude import hooks
+
+        ops.register("hook", hooks.operation)
+        # The Stop hook's judge (SPEC §14): claimed and recorded here, asked by the hook.
+        ops.register("triage-claim", hooks.triage_claim)
+        ops.register("triage-record", hooks.triage_record)

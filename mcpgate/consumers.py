@@ -5,8 +5,8 @@ waking entries are pushed as notifications/claude/channel; DELETE ends the sessi
 The database is the mailbox: a stream subscribes to its seat's doorbell group first,
 then pushes from the ledger, and re-reads the ledger on every ring. The claims, the
 writes of pushes and the liveness refreshes of all streams of this process are done by
-two per-process tasks (mcpgate.delivery): a stream only rings them and sends its own
-keep-alive bytes.
+the process's StreamHost (mcpgate.host, handed to the consumer by salon.asgi): a stream
+only rings it and sends its own keep-alive bytes.
 """
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from bus import doorbell, rules, services
+from bus import rules, services, strict
 from bus.rules import RuleError
-from mcpgate import delivery, protocol, sessions, tools, watcher
+from mcpgate import delivery, metrics, protocol, sessions, tools
 from mcpgate.delivery import KEEPALIVE_SECONDS
+from mcpgate.host import StreamHost, seat_group
 from mcpgate.protocol import ProtocolError
 from mcpgate.streaming import StreamingHttpConsumer
-from salon import metrics
 
 log = logging.getLogger("salon.mcp")
 
@@ -38,28 +38,25 @@ SSE_HEADERS = [
 ]
 
 
+def _load_and_check(session_id: str, token: str | None):
+    """The session and its token check in one hop to the database thread (every POST
+    and GET makes both): (None, None) for an unknown session, else (session, problem)."""
+    session = sessions.load_session(session_id)
+    if session is None:
+        return None, None
+    return session, services.tokens.token_problem(label=session.label or None, token=token)
+
+
 def session_group(session_id: str) -> str:
     return f"mcpsession.{session_id}"
-
-
-def _bare_host(value: str) -> str:
-    """'example.org:9315' → 'example.org'; '[::1]:9315' → '::1'; a bare IPv6 stays."""
-    if value.startswith("["):
-        end = value.find("]")
-        return value[1:end] if end > 0 else value
-    return value.split(":", 1)[0] if value.count(":") == 1 else value
-
-
-def _host_allowed(value: str, allowed: list[str]) -> bool:
-    value = value.strip().lower()
-    return value in allowed or _bare_host(value) in allowed
 
 
 class McpConsumer(StreamingHttpConsumer):
     max_body = protocol.MAX_BODY_BYTES
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, host: StreamHost, **kwargs):
         super().__init__(*args, **kwargs)
+        self.host = host
         self.session = None
         self.seat = None
         self.stream_token = ""
@@ -73,7 +70,7 @@ class McpConsumer(StreamingHttpConsumer):
     # ------------------------------------------------------------------ entry
 
     async def handle(self, body: bytes, *, too_large: bool) -> None:
-        watcher.ensure_started()
+        await self.host.start()
         started = time.perf_counter()
         self.headers = self._headers()
         self.query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
@@ -93,9 +90,7 @@ class McpConsumer(StreamingHttpConsumer):
         except RuleError as exc:
             await self.reply(400, protocol.error_message(None, protocol.INVALID_PARAMS, str(exc)))
         finally:
-            metrics.observe(
-                "salon_request_duration_seconds", time.perf_counter() - started, path="/mcp"
-            )
+            metrics.REQUEST_SECONDS.labels(path="/mcp").observe(time.perf_counter() - started)
 
     def _headers(self) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -106,23 +101,12 @@ class McpConsumer(StreamingHttpConsumer):
         return headers
 
     def check_host_and_origin(self) -> None:
-        allowed = [h.lower() for h in settings.MCP_ALLOWED_HOSTS]
-        host = self.headers.get("host", "")
-        if host and not _host_allowed(host, allowed):
-            raise protocol.http_error(
-                403, f"Host {host[:100]!r} is not allowed; add it to AGENT_SALON_ALLOWED_HOSTS"
-            )
-        origin = self.headers.get("origin")
-        if origin and origin != "null":
-            netloc = urlsplit(origin).netloc
-            if not netloc or not _host_allowed(netloc, allowed):
-                raise protocol.http_error(
-                    403,
-                    f"Origin {origin[:100]!r} is not allowed; add its host to "
-                    "AGENT_SALON_ALLOWED_HOSTS",
-                )
-        elif origin == "null":
-            raise protocol.http_error(403, "Origin 'null' is not allowed")
+        """The one Host/Origin rule (bus.strict), which /notify and the admin share."""
+        problem = strict.host_origin_problem(
+            self.headers.get("host"), self.headers.get("origin"), settings.MCP_ALLOWED_HOSTS
+        )
+        if problem:
+            raise protocol.http_error(403, problem)
 
     async def reply(self, status: int, message: dict | None, headers=()) -> None:
         body = protocol.encode_message(message) if message is not None else b""
@@ -134,11 +118,10 @@ class McpConsumer(StreamingHttpConsumer):
         return f"http://{host}"
 
     def _token(self) -> str | None:
-        auth = self.headers.get("authorization", "")
-        return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        return strict.bearer_token(self.headers.get("authorization"))
 
     async def check_token(self, label: str | None) -> None:
-        problem = await database_sync_to_async(services.token_problem)(
+        problem = await database_sync_to_async(services.tokens.token_problem)(
             label=label, token=self._token()
         )
         if problem:
@@ -151,12 +134,13 @@ class McpConsumer(StreamingHttpConsumer):
             raise protocol.http_error(
                 400, "missing Mcp-Session-Id header: send initialize first to get a session"
             )
-        session = await database_sync_to_async(sessions.load_session)(session_id)
+        session, problem = await database_sync_to_async(_load_and_check)(session_id, self._token())
         if session is None:
             raise protocol.http_error(
                 404, "unknown or ended session: send initialize again for a new one"
             )
-        await self.check_token(session.label or None)
+        if problem:
+            raise protocol.http_error(403, problem)  # as check_token
         self.session = session
         return session
 
@@ -181,7 +165,7 @@ class McpConsumer(StreamingHttpConsumer):
         if not isinstance(message, protocol.Request):
             await self.send_response(202, b"")
             return
-        plain = tools.answer_plain(message)
+        plain = tools.answer_plain(message, sessions.HttpBinding(session, ""))
         if plain is not None:
             await self.reply(200, plain)
         else:  # tools/call (initialize was answered above, session or not)
@@ -205,12 +189,19 @@ class McpConsumer(StreamingHttpConsumer):
         except RuleError as exc:
             raise protocol.http_error(400, str(exc), protocol.INVALID_PARAMS, message.id) from None
         version, answer = tools.initialize_answer(message)
-        session = await database_sync_to_async(sessions.create_session)(
-            label=label,
-            rooms=rooms,
-            version=version,
-            client_info=message.params.get("clientInfo") or {},
-        )
+        try:
+            session = await database_sync_to_async(sessions.create_session)(
+                label=label,
+                rooms=rooms,
+                version=version,
+                client_info=message.params.get("clientInfo") or {},
+                claude_session=self.headers.get(sessions.CLAUDE_SESSION_HEADER, ""),
+            )
+        except RuleError as exc:
+            message_text = f"{sessions.CLAUDE_SESSION_HEADER}: {exc}"
+            raise protocol.http_error(
+                400, message_text, protocol.INVALID_PARAMS, message.id
+            ) from None
         await self.reply(200, answer, headers=[(b"mcp-session-id", session.id.encode())])
 
     async def call_tool(self, session, message: protocol.Request) -> None:
@@ -223,10 +214,12 @@ class McpConsumer(StreamingHttpConsumer):
         if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
             await self.start_wait(binding, message, arguments)
             return
+        seat_before = session.seat_id
         result = await database_sync_to_async(tools.run_tool)(binding, tool, arguments)
         await self.reply(200, protocol.result_message(message.id, result))
-        if tool.name == "checkin" and not result.get("isError"):
-            # The session's stream (on whichever worker) now belongs to another seat.
+        if binding.session.seat_id != seat_before:
+            # The session has a seat now, or another one (checkin): its stream, on
+            # whichever worker, follows.
             await self.channel_layer.group_send(
                 session_group(session.id), {"type": "session.rebind"}
             )
@@ -237,7 +230,7 @@ class McpConsumer(StreamingHttpConsumer):
         seat = await database_sync_to_async(binding.seat)()
         self.seat = seat
         self.waiter = asyncio.Event()
-        await self.join_group(doorbell.seat_group(seat.pk))
+        await self.join_group(seat_group(seat.pk))
         await self.start_response(200, SSE_HEADERS)
         self.spawn(self.run_wait(binding, message, arguments))
 
@@ -258,10 +251,11 @@ class McpConsumer(StreamingHttpConsumer):
         self.streaming = True
         await self.join_group(session_group(session.id))
         if session.label:
-            self.seat = await database_sync_to_async(
-                lambda: sessions.HttpBinding(session, "").seat()
-            )()
-            await self.join_group(doorbell.seat_group(self.seat.pk))
+            # A stream makes no seat (a health check opens one too): it takes the seat a
+            # hook or a tool call made, or waits until one does (session.rebind).
+            self.seat = await database_sync_to_async(sessions.existing_seat)(session)
+        if self.seat is not None:
+            await self.join_group(seat_group(self.seat.pk))
         self.stream_token = await database_sync_to_async(sessions.claim_stream)(session)
         # Whoever held this session's stream, or this seat's, lets go now.
         await self.channel_layer.group_send(
@@ -269,26 +263,29 @@ class McpConsumer(StreamingHttpConsumer):
         )
         if self.seat is not None:
             await self.channel_layer.group_send(
-                doorbell.seat_group(self.seat.pk),
+                seat_group(self.seat.pk),
                 {"type": "seat.takeover", "session": session.id, "token": self.stream_token},
             )
         await self.start_response(200, SSE_HEADERS)
         await self.send_chunk(protocol.sse_comment("agent-salon stream open"))
-        metrics.add_gauge("salon_live_streams", 1)
+        metrics.LIVE_STREAMS.inc()
         if self.seat is not None:
-            self.live_until = await database_sync_to_async(services.keep_live)(seat=self.seat)
-        delivery.ticker.add(self)  # from now on its seat and session are kept alive
-        last_event = self.headers.get(protocol.LAST_EVENT_ID_HEADER, "").strip()
+            self.live_until = await database_sync_to_async(services.seats.keep_live)(seat=self.seat)
+        self.host.ticker.add(self)  # from now on its seat and session are kept alive
+        # Our event ids are a per-seat counter: anything but a short run of ASCII digits
+        # (`\xb2` is a digit to str.isdigit, 4,301 digits are too many for int()) is not
+        # one of ours, and is ignored — the stream opens as without the header.
+        last_event = strict.event_id(self.headers.get(protocol.LAST_EVENT_ID_HEADER))
         self.spawn(self.open_stream(last_event))
 
-    async def open_stream(self, last_event: str) -> None:
-        if self.seat is not None and last_event.isdigit():
+    async def open_stream(self, last_event: int | None) -> None:
+        if self.seat is not None and last_event is not None:
             replay = await database_sync_to_async(delivery.replay_messages)(
-                seat=self.seat, after=int(last_event)
+                seat=self.seat, after=last_event
             )
-            await delivery.write_pushes(self, replay)
+            await delivery.write_pushes(self, replay, self.host.records)
         self.ready = True
-        delivery.claimer.ring(self, limit=INITIAL_PUSH_LIMIT, tell_more=True)
+        self.host.claimer.ring(self, limit=INITIAL_PUSH_LIMIT, tell_more=True)
         await self.keepalive()
 
     async def keepalive(self) -> None:
@@ -306,7 +303,7 @@ class McpConsumer(StreamingHttpConsumer):
         if self.waiter is not None:
             self.waiter.set()
         if self.streaming and self.ready:
-            delivery.claimer.ring(self)
+            self.host.claimer.ring(self)
 
     async def stream_replace(self, message) -> None:
         if self.streaming and message.get("token") != self.stream_token:
@@ -324,16 +321,20 @@ class McpConsumer(StreamingHttpConsumer):
             await self.end_stream()
             return
         if self.seat is not None:
-            await self.leave_group(doorbell.seat_group(self.seat.pk))
+            await self.leave_group(seat_group(self.seat.pk))
         self.session, self.seat = session, session.seat
-        await self.join_group(doorbell.seat_group(self.seat.pk))
-        self.live_until = await database_sync_to_async(services.keep_live)(seat=self.seat)
+        await self.join_group(seat_group(self.seat.pk))
+        self.live_until = await database_sync_to_async(services.seats.keep_live)(seat=self.seat)
         if self.ready:
-            delivery.claimer.ring(self)
+            self.host.claimer.ring(self)
 
     async def session_end(self, message) -> None:
         if self.streaming:
             await self.end_stream()
+
+    async def send_event(self, message: dict, event_id: str | None = None) -> None:
+        """One pushed message on the stream (mcpgate.delivery.Stream)."""
+        await self.send_chunk(protocol.sse_event(message, event_id))
 
     async def end_stream(self) -> None:
         if self.response_started and not self.response_finished:
@@ -344,13 +345,13 @@ class McpConsumer(StreamingHttpConsumer):
         if not self.streaming:
             return
         self.streaming = False
-        metrics.add_gauge("salon_live_streams", -1)
+        metrics.LIVE_STREAMS.dec()
         # First out of the ticker, so no refresh lands after end_live below.
-        await delivery.ticker.remove(self)
+        await self.host.ticker.remove(self)
         if self.session is not None and self.stream_token:
             await database_sync_to_async(sessions.release_stream)(self.session, self.stream_token)
         if self.seat is not None and self.live_until is not None:
-            await database_sync_to_async(services.end_live)(
+            await database_sync_to_async(services.seats.end_live)(
                 seat=self.seat, only_if_until=self.live_until
             )
 

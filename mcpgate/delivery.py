@@ -1,10 +1,12 @@
-"""The push path of one daemon process: claim, render, write; and the streams' liveness.
+"""The push path of one process that hosts streams: claim, render, write; and the streams'
+liveness. A process has one of each (mcpgate.host.StreamHost owns them); an HTTP stream
+and a stdio server are both Streams to them.
 
-Every open GET stream of this process is served by two per-process tasks instead of
-per-stream database work (bench/RESULTS.md §4 and §5):
+Every open stream of the process is served by two tasks instead of per-stream database
+work (bench/RESULTS.md §4 and §5):
 
 * the claimer: a stream that hears its doorbell rings the claimer; the claimer claims
-  every rung seat in one database hop (bus.services.claim_pushes_of_seats: one
+  every rung seat in one database hop (bus.services.telling.claim_pushes_of_seats: one
   transaction, set-based statements), renders each entry's channel message once, in
   that same hop, then writes to each stream. Rings that arrive while a claim runs are
   taken by the next claim, which starts as soon as the writes are done: a broadcast to
@@ -17,7 +19,8 @@ per-stream database work (bench/RESULTS.md §4 and §5):
 Which seats' streams got each push is recorded on the entry (delivered_to /
 delivery_errors) for the staff. Writing that once per push would serialize a
 broadcast's fan-out on the entry row, so pushes are collected in memory and written in
-one transaction a moment later (at most FLUSH_SECONDS behind).
+the transaction of the next claim, or in one of their own at most FLUSH_SECONDS behind
+when no claim comes first.
 """
 
 from __future__ import annotations
@@ -30,11 +33,10 @@ from typing import Protocol
 from channels.db import database_sync_to_async
 from django.db import transaction
 
-from bus import services
+from bus import rules, services, signing, wire
 from bus.models import Entry, Seat
-from mcpgate import protocol, sessions
+from mcpgate import metrics, protocol, sessions, triage
 from mcpgate.models import McpSession
-from salon import metrics
 
 log = logging.getLogger("salon.mcp")
 
@@ -46,14 +48,16 @@ GATHER_TURNS = 100  # event-loop turns a claim may wait while rings keep arrivin
 
 
 class Stream(Protocol):
-    """What the claimer and the ticker need of an open stream (mcpgate.consumers)."""
+    """What the claimer and the ticker need of an open stream (an HTTP GET stream of
+    mcpgate.consumers, or the stdio server of mcpgate.stdio)."""
 
     seat: Seat | None
     session: McpSession | None
     streaming: bool
+    ready: bool
     live_until: object
 
-    async def send_chunk(self, body: bytes, *, more: bool = True) -> None: ...
+    async def send_event(self, message: dict, event_id: str | None = None) -> None: ...
 
 
 # ------------------------------------------------------------------ the message
@@ -61,20 +65,22 @@ class Stream(Protocol):
 
 def channel_message(entry: Entry) -> dict:
     """The notifications/claude/channel message for an entry (meta values all strings)."""
-    tampered = not services.verify_entry(entry)
+    tampered = not signing.verify_entry(entry)
     meta = {
         "id": str(entry.id),
-        "ts": services.iso(entry.ts),
+        "ts": wire.iso(entry.ts),
         "source": entry.sender,
         "room": entry.room.name,
         "type": entry.type,
-        "to": ",".join(entry.to),
+        "to": ",".join(rules.names_in(entry.to)),
         "re": str(entry.re) if entry.re else None,
     }
     if tampered:
         meta["tampered"] = "true"
-    # The server's keys are trusted and keep their names; caller meta only adds keys.
-    for key, value in (entry.meta or {}).items():
+    # The server's keys are trusted and keep their names; caller meta only adds keys (a
+    # row changed outside the bus may hold no object there: then it adds none).
+    caller_meta = entry.meta if isinstance(entry.meta, dict) else {}
+    for key, value in caller_meta.items():
         if key not in meta:
             meta[key] = value
     content = entry.content
@@ -98,16 +104,24 @@ def more_waiting_notice(more: int) -> dict:
 Push = tuple[int, Entry, dict]  # (push_seq = the SSE event id, entry, its channel message)
 
 
-def claim_messages(limits: dict[int, int]) -> dict[int, tuple[list[Push], int]]:
+def claim_messages(
+    limits: dict[int, int], records: tuple[dict, dict] | None = None
+) -> dict[int, tuple[list[Push], int]]:
     """Claim for these seats ({seat id: limit}) and render the messages, in one hop.
 
     Rendering here, not in a second database_sync_to_async call per push, halves the
     hops on the one database thread every stream shares (bench/RESULTS.md §1). An entry
-    pushed to many seats is rendered once.
+    pushed to many seats is rendered once. `records` (delivered, failed), the delivery
+    records of earlier pushes, are written in the claim's own transaction: one commit
+    for both (all or nothing: on failure neither is written).
     """
+    if records is not None and (records[0] or records[1]):
+        with transaction.atomic():
+            services.telling.record_deliveries(delivered=records[0], failed=records[1])
+            return claim_messages(limits)
     rendered: dict = {}
     result: dict[int, tuple[list[Push], int]] = {}
-    for seat_id, (pushes, more) in services.claim_pushes_of_seats(limits=limits).items():
+    for seat_id, (pushes, more) in services.telling.claim_pushes_of_seats(limits=limits).items():
         out = []
         for push_seq, entry in pushes:
             if entry.pk not in rendered:
@@ -126,14 +140,14 @@ def replay_messages(*, seat: Seat, after: int) -> list[Push]:
     """Last-Event-ID: the pushes after that event id, rendered, in one hop."""
     return [
         (push_seq, entry, channel_message(entry))
-        for push_seq, entry in services.replay_pushes(seat=seat, after=after)
+        for push_seq, entry in services.telling.replay_pushes(seat=seat, after=after)
     ]
 
 
 def refresh_liveness(*, seat_ids: set[int], session_ids: set[str]):
     """The ticker's database work: one transaction, set-based; returns the live_until."""
     with transaction.atomic():
-        until = services.keep_seats_live(seat_ids=seat_ids)
+        until = services.seats.keep_seats_live(seat_ids=seat_ids)
         sessions.mark_sessions_active(session_ids)
     return until
 
@@ -141,7 +155,7 @@ def refresh_liveness(*, seat_ids: set[int], session_ids: set[str]):
 # ------------------------------------------------------------------ writing
 
 
-async def write_pushes(stream: Stream, pushes: list[Push]) -> bool:
+async def write_pushes(stream: Stream, pushes: list[Push], records: DeliveryRecords) -> bool:
     """Write claimed pushes to a stream, in order; False if the stream failed.
 
     The pushes are claimed already: one that cannot be written is recorded as a
@@ -149,15 +163,15 @@ async def write_pushes(stream: Stream, pushes: list[Push]) -> bool:
     """
     for n, (push_seq, entry, message) in enumerate(pushes):
         try:
-            await stream.send_chunk(protocol.sse_event(message, str(push_seq)))
+            await stream.send_event(message, str(push_seq))
         except Exception:
             log.warning("push to %s failed", stream.seat.name, exc_info=True)
             for _, lost, _ in pushes[n:]:
-                metrics.inc("salon_push_failures_total")
-                record(str(lost.id), stream.seat.name, ok=False)
+                metrics.PUSH_FAILURES.inc()
+                records.add(str(lost.id), stream.seat.name, ok=False)
             return False
-        metrics.inc("salon_pushes_total")
-        record(str(entry.id), stream.seat.name, ok=True)
+        metrics.PUSHES.inc()
+        records.add(str(entry.id), stream.seat.name, ok=True)
     return True
 
 
@@ -165,9 +179,10 @@ async def write_pushes(stream: Stream, pushes: list[Push]) -> bool:
 
 
 class Claimer:
-    """This process's claim coalescer (one instance: `claimer`)."""
+    """A process's claim coalescer."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: DeliveryRecords) -> None:
+        self.records = records
         # seat id → (the stream to write to, limit, whether to tell how many more wait)
         self._rung: dict[int, tuple[Stream, int, bool]] = {}
         self._task: asyncio.Task | None = None
@@ -191,12 +206,17 @@ class Claimer:
             self._rung = {}
             if not batch:
                 continue
+            # The delivery records waiting to be written ride in the claim's transaction
+            # (with one send after another, each claim records the previous push).
+            records = self.records.take()
             try:
+                await triage.judge_first(sorted(batch))
                 claimed = await database_sync_to_async(claim_messages)(
-                    {seat: limit for seat, (_, limit, _) in batch.items()}
+                    {seat: limit for seat, (_, limit, _) in batch.items()}, records
                 )
             except Exception:
                 # Nothing was claimed (the transaction rolled back): ring again shortly.
+                self.records.put_back(*records)
                 log.exception("claim for %d seats failed; retrying", len(batch))
                 for seat, rung in batch.items():
                     self._rung.setdefault(seat, rung)
@@ -204,11 +224,11 @@ class Claimer:
                 continue
             for seat, (pushes, more) in claimed.items():
                 stream, _, tell_more = batch[seat]
-                if not await write_pushes(stream, pushes) or not more:
+                if not await write_pushes(stream, pushes, self.records) or not more:
                     continue
                 if tell_more:
                     with contextlib.suppress(Exception):  # a closed stream: nothing to tell
-                        await stream.send_chunk(protocol.sse_event(more_waiting_notice(more)))
+                        await stream.send_event(more_waiting_notice(more))
                 else:  # the rest in the next claim
                     self._rung.setdefault(seat, (stream, PUSH_LIMIT, False))
 
@@ -229,21 +249,20 @@ class Claimer:
             await asyncio.sleep(0)
 
 
-claimer = Claimer()
-
-
 # ------------------------------------------------------------------ the keep-alive ticker
 
 
 class KeepAliveTicker:
-    """This process's liveness refresher for its open streams (one instance: `ticker`).
+    """A process's liveness refresher for its open streams.
 
     Before, each stream's keep-alive cost 2-3 statements and commits of its own; 2,000
-    idle streams kept 43-47 % of a core busy (bench/RESULTS.md §4). Each stream still
-    sends its own keep-alive bytes (mcpgate.consumers); only the database work is here.
+    idle streams kept 43-47 % of a core busy (bench/RESULTS.md §4). Each HTTP stream
+    still sends its own keep-alive bytes (mcpgate.consumers); only the database work is
+    here. `tick()` is the whole of one round, for a test to call.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, claimer: Claimer) -> None:
+        self.claimer = claimer
         self.streams: set[Stream] = set()
         self._task: asyncio.Task | None = None
         self._ticking = asyncio.Lock()
@@ -282,39 +301,55 @@ class KeepAliveTicker:
                 if seat is not None and stream.seat is seat:  # not re-bound meanwhile
                     stream.live_until = until
         for stream, _ in streams:
-            if getattr(stream, "ready", True):
-                claimer.ring(stream)
-
-
-ticker = KeepAliveTicker()
+            if stream.ready:
+                self.claimer.ring(stream)
 
 
 # ------------------------------------------------------------------ delivery records
 
-_delivered: dict[str, list[str]] = {}
-_failed: dict[str, list[str]] = {}
-_flusher: asyncio.Task | None = None
 
+class DeliveryRecords:
+    """Which seats' streams got each push (Entry.delivered_to / delivery_errors), written
+    in one transaction at most FLUSH_SECONDS behind the pushes."""
 
-def record(entry_id: str, seat: str, *, ok: bool) -> None:
-    global _flusher
-    (_delivered if ok else _failed).setdefault(entry_id, []).append(seat)
-    if _flusher is None or _flusher.done():
-        _flusher = asyncio.ensure_future(_flush_soon())
+    def __init__(self) -> None:
+        self._delivered: dict[str, list[str]] = {}
+        self._failed: dict[str, list[str]] = {}
+        self._flusher: asyncio.Task | None = None
 
+    def add(self, entry_id: str, seat: str, *, ok: bool) -> None:
+        (self._delivered if ok else self._failed).setdefault(entry_id, []).append(seat)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush_soon())
 
-async def _flush_soon() -> None:
-    await asyncio.sleep(FLUSH_SECONDS)
-    await flush()
+    def take(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """The records not written yet (delivered, failed), now the caller's to write."""
+        taken = self._delivered, self._failed
+        self._delivered, self._failed = {}, {}
+        return taken
 
+    def put_back(self, delivered: dict[str, list[str]], failed: dict[str, list[str]]) -> None:
+        """Records taken but not written (the transaction rolled back): written later."""
+        for entry_id, seats in delivered.items():
+            for seat in seats:
+                self.add(entry_id, seat, ok=True)
+        for entry_id, seats in failed.items():
+            for seat in seats:
+                self.add(entry_id, seat, ok=False)
 
-async def flush() -> None:
-    global _delivered, _failed
-    delivered, failed = _delivered, _failed
-    _delivered, _failed = {}, {}
-    if not (delivered or failed):
-        return
-    try:
-        await database_sync_to_async(services.record_deliveries)(delivered=delivered, failed=failed)
-    except Exception:  # the pushes happened; only the record of them is lost
-        log.exception("could not record deliveries for %d entries", len(delivered) + len(failed))
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(FLUSH_SECONDS)
+        await self.flush()
+
+    async def flush(self) -> None:
+        delivered, failed = self.take()
+        if not (delivered or failed):
+            return
+        try:
+            await database_sync_to_async(services.telling.record_deliveries)(
+                delivered=delivered, failed=failed
+            )
+        except Exception:  # the pushes happened; only the record of them is lost
+            log.exception(
+                "could not record deliveries for %d entries", len(delivered) + len(failed)
+            )

@@ -25,6 +25,7 @@ class McpSession(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "MCP session"
         indexes = [
             # the idle sweep: sessions with no activity since a cutoff
             models.Index(

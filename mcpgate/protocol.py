@@ -1,8 +1,20 @@
-"""JSON-RPC 2.0 and MCP (Streamable HTTP) message layer: pure, standard library only.
+"""JSON-RPC 2.0 and MCP (Streamable HTTP) message layer: pure (no Django).
 
 Both the Channels consumer and the stdio loop call these functions, so every
 refusal is a :class:`ProtocolError` that carries the HTTP status *and* the
 JSON-RPC error; the stdio loop simply ignores the status.
+
+Every message the server sends is built from the MCP SDK's own wire types
+(`mcp_types`, the types package `mcp` is built on) and dumped to plain JSON, so the
+shapes are the protocol's, not hand-written: an error in a field name fails at once.
+Three places keep a plain dict: a JSON-RPC error answering a message whose id could not
+be read (JSON-RPC's `"id": null`, which the MCP types do not allow); the result and
+notification wrappers carrying a `result` or `params` already built from the types; and
+the answer to `initialize` (mcpgate.greeting), which `salon mcp` sends before it loads
+the types — tests check it against the types. Cost: importing `mcp_types` takes ~0.3 s
+of CPU (pydantic), paid once per process (the daemon, each `salon mcp`); building and
+dumping one message ~10 µs. The `mcp` package itself (client and server stacks, ~1 s to
+import) is not imported at run time.
 
 Decisions where the MCP spec is silent or loose (see SPEC.md §9):
 
@@ -20,24 +32,28 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, NoReturn
+from typing import Any
 
-SUPPORTED_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-LATEST_VERSION = "2025-11-25"
+import mcp_types as types
+
+from bus import strict
+from mcpgate.greeting import (  # noqa: F401 (the versions and the name are the protocol's)
+    LATEST_VERSION,
+    MAX_MESSAGE_BYTES,
+    SERVER_NAME,
+    SUPPORTED_VERSIONS,
+    negotiate_version,
+)
+
 # The stateless protocol newer clients try first; we must refuse it so they fall
 # back to the initialize handshake (channels need a session).
 STATELESS_PROBE_VERSION = "2026-07-28"
 STATELESS_PROBE_METHOD = "server/discover"
 
-MAX_BODY_BYTES = 4 * 1024 * 1024
-
-# Only bodies with a \uD8xx-\uDFxx escape can decode to a lone surrogate, which no
-# UTF-8 encoder (database, SSE stream) accepts later.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -45,7 +61,6 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
-SERVER_NAME = "agent-salon"
 CHANNEL_METHOD = "notifications/claude/channel"
 PROGRESS_METHOD = "notifications/progress"
 
@@ -144,76 +159,25 @@ def _is_json_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-class _NotJson(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> NoReturn:
-    raise _NotJson(f"{name} is not valid JSON")
-
-
 def parse_body(body: bytes) -> Message:
-    """Parse one JSON-RPC 2.0 message (a POST body or a stdio line)."""
-    if len(body) > MAX_BODY_BYTES:
+    """Parse one JSON-RPC 2.0 message (a POST body or a stdio line); the JSON rules are
+    bus.strict's, shared with /notify."""
+    try:
+        data = strict.decode_json(body, max_bytes=MAX_BODY_BYTES)
+    except strict.TooLarge as exc:
         raise ProtocolError(
             413,
             INVALID_REQUEST,
-            f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES} bytes (4 MiB): "
+            f"request body is {exc.size} bytes; the limit is {MAX_BODY_BYTES} bytes (4 MiB): "
             "send a smaller message",
-        )
-    try:
-        text = body.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(
-            400,
-            PARSE_ERROR,
-            f"request body is not valid UTF-8 (bad byte at offset {exc.start}): "
-            "send the JSON-RPC message as UTF-8 JSON",
         ) from None
-    if not text.strip():
-        raise ProtocolError(
-            400, PARSE_ERROR, "request body is empty: send one JSON-RPC 2.0 message as JSON"
-        )
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(
-            400,
-            PARSE_ERROR,
-            f"request body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
-            "send one JSON-RPC 2.0 message as JSON",
-        ) from None
-    except _NotJson as exc:
+    except strict.NotJson as exc:
         raise ProtocolError(
             400,
             PARSE_ERROR,
             f"request body is not valid JSON ({exc}): send one JSON-RPC 2.0 message as JSON",
         ) from None
-    except (ValueError, RecursionError) as exc:
-        # An integer too long to convert, or nesting deep enough to exhaust the
-        # parser's stack: malformed input, never a 500.
-        reason = "a number is too long" if isinstance(exc, ValueError) else "nested too deeply"
-        raise ProtocolError(
-            400,
-            PARSE_ERROR,
-            f"request body is not valid JSON ({reason}): send one JSON-RPC 2.0 message as JSON",
-        ) from None
-    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(data):
-        raise ProtocolError(
-            400,
-            PARSE_ERROR,
-            "request body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff without "
-            "its pair): send valid Unicode text",
-        )
     return parse_message(data)
-
-
-def _has_lone_surrogate(data: object) -> bool:
-    try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def parse_message(data: object) -> Message:
@@ -345,29 +309,26 @@ def check_post_headers(headers: Mapping[str, str]) -> None:
         raise ProtocolError(
             406,
             INVALID_REQUEST,
-            f"Accept must allow both application/json and text/event-stream (got {accept!r}): "
+            "Accept must allow both application/json and text/event-stream "
+            f"(got {strict.shown(accept, 100)}): "
             "send 'Accept: application/json, text/event-stream'",
         )
     content_type = headers.get("content-type")
-    main, *params = (content_type or "").split(";")
-    if main.strip().lower() != "application/json":
+    media, charset = strict.media_type(content_type)
+    if media != "application/json":
         raise ProtocolError(
             415,
             INVALID_REQUEST,
-            f"Content-Type must be application/json (got {content_type!r}): "
+            f"Content-Type must be application/json (got {strict.shown(content_type, 100)}): "
             "send the JSON-RPC message with 'Content-Type: application/json'",
         )
-    for param in params:
-        name, _, value = param.partition("=")
-        charset = value.strip().strip('"').lower()
-        if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
-            # We decode as UTF-8 whatever is declared; refuse rather than mis-read.
-            raise ProtocolError(
-                415,
-                INVALID_REQUEST,
-                f"charset {charset!r} is not supported: MCP messages are UTF-8; "
-                "send 'Content-Type: application/json' (or charset=utf-8)",
-            )
+    if not strict.utf8_charset(charset):
+        raise ProtocolError(
+            415,
+            INVALID_REQUEST,
+            f"charset {strict.shown(charset, 32)} is not supported: MCP messages are UTF-8; "
+            "send 'Content-Type: application/json' (or charset=utf-8)",
+        )
 
 
 def is_stateless_probe(headers: Mapping[str, str], message: Message | None) -> bool:
@@ -392,13 +353,6 @@ def stateless_probe_refusal(id: JsonId | None = None) -> ProtocolError:
     )
 
 
-def negotiate_version(requested: object) -> str:
-    """The client's version if we speak it, else our latest (the spec's negotiation rule)."""
-    if isinstance(requested, str) and requested in SUPPORTED_VERSIONS:
-        return requested
-    return LATEST_VERSION
-
-
 def check_protocol_version_header(value: str | None) -> None:
     """After initialize: an absent header is fine (spec: assume the negotiated one)."""
     if value is None:
@@ -416,14 +370,14 @@ def check_protocol_version_header(value: str | None) -> None:
 # ---------------------------------------------------------------- building messages
 
 
-def initialize_result(*, version: str, instructions: str, server_version: str) -> dict[str, Any]:
-    return {
-        "protocolVersion": version,
-        # claude/channel is what makes Claude Code listen for our channel pushes.
-        "capabilities": {"tools": {}, "experimental": {"claude/channel": {}}},
-        "serverInfo": {"name": SERVER_NAME, "version": server_version},
-        "instructions": instructions,
-    }
+def _wire(model: types.BaseModel, **exclude) -> dict[str, Any]:
+    """A wire type as the JSON object it stands for (camelCase, no empty fields)."""
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json", **exclude)
+
+
+def tool_listing(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """One entry of tools/list."""
+    return _wire(types.Tool(name=name, description=description, inputSchema=schema))
 
 
 def result_message(id: JsonId | None, result: dict[str, Any]) -> dict[str, Any]:
@@ -436,9 +390,7 @@ def error_message(
     message: str,
     data: object = None,
 ) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
+    error = _wire(types.ErrorData(code=code, message=message, data=data))
     return {"jsonrpc": "2.0", "id": id, "error": error}
 
 
@@ -456,11 +408,13 @@ def tool_result(
     content = structured if isinstance(structured, dict) else {"items": structured}
     if text is None:
         text = json.dumps(content, ensure_ascii=False)
-    return {
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": content,
-        "isError": is_error,
-    }
+    result = types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structuredContent=content,
+        isError=is_error,
+    )
+    # resultType is a field of a later protocol revision than the ones spoken here.
+    return _wire(result, exclude={"result_type"})
 
 
 def tool_error(message: str) -> dict[str, Any]:
@@ -475,12 +429,12 @@ def progress_notification(
     *,
     total: float | None = None,
 ) -> dict[str, Any]:
-    params: dict[str, Any] = {"progressToken": token, "progress": progress}
-    if total is not None:
-        params["total"] = total
-    if message is not None:
-        params["message"] = message
-    return {"jsonrpc": "2.0", "method": PROGRESS_METHOD, "params": params}
+    params = types.ProgressNotificationParams(
+        progressToken=token, progress=progress, total=total, message=message
+    )
+    return _wire(
+        types.JSONRPCNotification(jsonrpc="2.0", method=PROGRESS_METHOD, params=_wire(params))
+    )
 
 
 def progress_token(params: Mapping[str, Any]) -> JsonId | None:
@@ -563,11 +517,10 @@ def channel_notification(content: str, meta: Mapping[str, object]) -> dict[str, 
                 n += 1
             name = f"{name}_{n}"
         clean[name] = text
-    return {
-        "jsonrpc": "2.0",
-        "method": CHANNEL_METHOD,
-        "params": {"content": content, "meta": clean},
-    }
+    notification = types.JSONRPCNotification(
+        jsonrpc="2.0", method=CHANNEL_METHOD, params={"content": content, "meta": clean}
+    )
+    return _wire(notification)
 
 
 # ---------------------------------------------------------------- server-sent events

@@ -7,6 +7,7 @@ the orphaned sessions Claude Code sometimes opens cost nothing.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from datetime import timedelta
 
@@ -27,20 +28,53 @@ def validate_rooms(names: list[str]) -> list[str]:
     """?room=a,b at initialize: every room must exist (a typo must not go unheard)."""
     rooms = [rules.validate_name(n, "room") for n in names]
     for name in rooms:
-        services.get_room(name)
+        services.rooms.get_room(name)
     return rooms
 
 
-def create_session(*, label: str, rooms: list[str], version: str, client_info: dict) -> McpSession:
+# Claude Code's headersHelper (`salon hook mcp-headers`) names its session in this header,
+# so a new MCP session acts as that session's seat from its first request on: after a
+# daemon restart or a dropped connection Claude Code initializes again, and the next
+# prompt's checkin is minutes away.
+CLAUDE_SESSION_HEADER = "x-salon-claude-session"
+
+
+def create_session(
+    *, label: str, rooms: list[str], version: str, client_info: dict, claude_session: str = ""
+) -> McpSession:
+    """A new MCP session; with `claude_session` (the header above, checked as a checkin's
+    id is), already bound to that Claude Code session."""
     sweep_idle()
-    return McpSession.objects.create(
+    session = McpSession(
         id=secrets.token_hex(16),
         label=label,
         rooms=rooms,
         protocol_version=version,
-        client_info=client_info if isinstance(client_info, dict) else {},
+        client_info=_client_info(client_info),
         last_active_at=timezone.now(),
     )
+    if claude_session and label:
+        session.claude_session_id = rules.validate_claimed_session(claude_session)
+        refuse_foreign_claim(session, session.claude_session_id)
+    session.save(force_insert=True)
+    return session
+
+
+# What is kept of initialize's clientInfo: a name and a version, for the staff pages. The
+# rest is the client's business, and a session row is no place for megabytes of it.
+CLIENT_INFO_KEYS = ("name", "version")
+CLIENT_INFO_CHARS = 100
+
+
+def _client_info(info: object) -> dict[str, str]:
+    if not isinstance(info, dict):
+        return {}
+    # NUL: PostgreSQL's jsonb refuses it.
+    return {
+        key: info[key].replace("\x00", "")[:CLIENT_INFO_CHARS]
+        for key in CLIENT_INFO_KEYS
+        if isinstance(info.get(key), str)
+    }
 
 
 def load_session(session_id: str) -> McpSession | None:
@@ -98,7 +132,7 @@ def end_session(session: McpSession) -> None:
         .exists()
     )
     if not held:
-        services.sign_off(seat=session.seat)
+        services.seats.sign_off(seat=session.seat)
 
 
 def claim_stream(session: McpSession) -> str:
@@ -117,6 +151,8 @@ def release_stream(session: McpSession, token: str) -> bool:
 
 class HttpBinding:
     """The tools' view of an HTTP session: label → agent, seat = label#<session>."""
+
+    takes_checkin = True
 
     def __init__(self, session: McpSession, base_url: str):
         self.session = session
@@ -142,17 +178,65 @@ class HttpBinding:
         )
 
 
+def seat_session_id(session: McpSession) -> str:
+    """What the seat of a session that has not checked in is keyed by: the first 8
+    characters of the MCP session id (its seat is `label#<those 8>`, SPEC §9), then a
+    digest of the whole id. Never the id itself: it is the session's credential, and a
+    seat's session id shows in `agents` and on the staff pages."""
+    return session.id[:8] + hashlib.sha256(session.id.encode()).hexdigest()[:24]
+
+
+def existing_seat(session: McpSession) -> Seat | None:
+    """The session's seat if it has one, or if a hook or an earlier session of the same
+    Claude Code session made it (then bound to this session); makes none."""
+    if session.seat_id is not None:
+        return session.seat
+    if not session.claude_session_id:
+        return None
+    seat = services.seats.find_seat(agent=session.label, session_id=session.claude_session_id)
+    if seat is not None:
+        McpSession.objects.filter(pk=session.pk).update(seat=seat)
+        session.seat = seat
+    return seat
+
+
 def bind_seat(session: McpSession) -> McpSession:
-    """Give a labeled session its seat: label#<Claude session id, else the MCP session id>."""
-    seat = services.check_in(
+    """Give a labeled session its seat: label#<first 8 of the Claude session id, else of
+    the MCP session id> (seat_session_id)."""
+    seat = services.seats.check_in(
         agent=session.label,
-        session_id=session.claude_session_id or session.id,
-        rooms=session.rooms or None,
+        session_id=session.claude_session_id or seat_session_id(session),
+        default_rooms=session.rooms,
         join_defaults=True,
     )
     McpSession.objects.filter(pk=session.pk).update(seat=seat)
     session.seat = seat
     return session
+
+
+def refuse_foreign_claim(session: McpSession, claude_session_id: str) -> None:
+    """checkin may not take a seat another session holds (SPEC §9): an id that is an MCP
+    session's own id (the credential of that session, never a Claude Code session id), or
+    one a live session of another label checked in with. The same label may: that is
+    Claude Code coming back on a new MCP session."""
+    if McpSession.objects.filter(pk=claude_session_id).exclude(pk=session.pk).exists():
+        raise rules.RuleError(
+            "that is the id of an MCP session, not a Claude Code session id: check in with "
+            "your Claude Code session id (${session_id} in an mcp_tool hook)"
+        )
+    at = timezone.now()
+    holders = (
+        McpSession.objects.filter(claude_session_id=claude_session_id, ended_at__isnull=True)
+        .exclude(pk=session.pk)
+        .exclude(label=session.label)
+        .select_related("seat__agent")
+    )
+    for other in holders:
+        if other.stream_token or (other.seat and other.seat.liveness(at) == rules.LIVE):
+            raise rules.RuleError(
+                f"that Claude Code session id is checked in by a live session of another label "
+                f"({other.label or 'unlabeled'}): check in with your own session id"
+            )
 
 
 def rebind(session: McpSession, *, claude_session_id: str) -> McpSession:
@@ -165,10 +249,11 @@ def rebind(session: McpSession, *, claude_session_id: str) -> McpSession:
     claude_session_id = claude_session_id.strip()
     old = session.seat
     with transaction.atomic():
-        seat = services.check_in(
+        refuse_foreign_claim(session, claude_session_id)
+        seat = services.seats.check_in(
             agent=session.label,
             session_id=claude_session_id,
-            rooms=session.rooms or None,
+            default_rooms=session.rooms,
             join_defaults=True,
         )
         McpSession.objects.filter(pk=session.pk).update(
@@ -176,6 +261,6 @@ def rebind(session: McpSession, *, claude_session_id: str) -> McpSession:
         )
         shared = McpSession.objects.filter(seat=old).exclude(pk=session.pk)
         if old is not None and old.pk != seat.pk and not shared.exists():
-            services.merge_silent_seat(old=old, into=seat)
+            services.seats.merge_silent_seat(old=old, into=seat)
     session.seat, session.claude_session_id = seat, claude_session_id
     return session

@@ -1,35 +1,62 @@
 """`salon mcp`: the same MCP tools over stdio, for Claude Code's stdio server setup.
 
 Identity: the agent is AGENT_SALON_NAME or the working directory's name; the seat comes
-from CLAUDE_CODE_SESSION_ID (Claude Code puts it in a stdio server's environment). While
-the process runs, its seat is `live` and waking entries are pushed to it as
-notifications/claude/channel, exactly as on an HTTP stream: the doorbell (Redis), or the
-same database watcher the daemon uses, tells it when to look at the ledger.
+from CLAUDE_CODE_SESSION_ID (Claude Code puts it in a stdio server's environment). The
+server makes no seat of its own: a seat appears when the session's hook checks it in or a
+tool is called (`claude mcp list` starts the server too, and must leave nothing behind).
+Until then the server looks for it every SEAT_LOOK_SECONDS. Once it has its seat, the seat
+is `live` while the process runs and waking entries are pushed to it as
+notifications/claude/channel, by the same claimer and ticker an HTTP stream has
+(mcpgate.host.StreamHost); the process also serves its store's local line, so hooks and
+commands of every session find a server.
 
-One JSON-RPC message per line on stdin and stdout; logs go to stderr only.
+One JSON-RPC message per line on stdin and stdout; logs go to stderr only. `initialize`
+may have been answered already (mcpgate.greeting, before Django was loaded). The server
+ends when stdin closes, and on SIGINT or SIGTERM (Claude Code stops it with SIGINT, then
+SIGTERM 100 ms later), signing its seat off at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import sys
+import threading
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from django.conf import settings
 
-from bus import doorbell, hookline, services
+from bus import services
 from bus.models import Seat
-from mcpgate import protocol, tools, watcher
+from mcpgate import protocol, tools
+from mcpgate.host import StreamHost, seat_group
 from mcpgate.protocol import ProtocolError
 
 log = logging.getLogger("salon.mcp")
 
-KEEPALIVE_SECONDS = 15
+# One message per line, as large as a POST body may be (SPEC §12). A longer line is read
+# and dropped in pieces of SKIP_BYTES, never held whole, and answered with an error.
+MAX_LINE_BYTES = protocol.MAX_BODY_BYTES
+SKIP_BYTES = 1 << 16
+# How often a server without a seat looks whether its session's hook made one.
+SEAT_LOOK_SECONDS = 1.0
+
+
+class OverlongLine:
+    """Stands in the line queue for a line that was skipped: how long it was."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
 
 
 class StdioBinding:
     """The tools' view of a stdio server: one agent, one Claude Code session."""
+
+    # The session id comes with the process (CLAUDE_CODE_SESSION_ID): nothing to check in.
+    takes_checkin = False
 
     def __init__(self, agent: str, session_id: str | None):
         self.label = agent
@@ -38,17 +65,26 @@ class StdioBinding:
         self.protocol_version = protocol.LATEST_VERSION
         self._seat: Seat | None = None
 
-    def seat(self) -> Seat:
-        if self._seat is None:
-            self._seat = services.check_in(
-                agent=self.label, session_id=self.claude_session, join_defaults=True
-            )
+    @property
+    def bound(self) -> Seat | None:
+        """The seat, if this server has it already (no database work)."""
         return self._seat
 
-    def checkin(self, session_id: str, cwd: str | None) -> Seat:
-        self.claude_session = session_id.strip()
-        self._seat = None
-        return self.seat()
+    def existing_seat(self) -> Seat | None:
+        """The seat of this session if a hook or an earlier server made it (makes none)."""
+        if self._seat is None:
+            self._seat = services.seats.find_seat(agent=self.label, session_id=self.claude_session)
+        return self._seat
+
+    def seat(self) -> Seat:
+        if self._seat is None:
+            self._seat = services.seats.check_in(
+                agent=self.label,
+                session_id=self.claude_session,
+                default_rooms=settings.AGENT_ROOMS,
+                join_defaults=True,
+            )
+        return self._seat
 
     def status(self) -> dict:
         return tools.salon_status(
@@ -60,46 +96,117 @@ class StdioBinding:
 
 
 class StdioServer:
-    def __init__(self, binding: StdioBinding, reader, writer):
+    """The stdio transport, and the one stream of its seat (mcpgate.delivery.Stream)."""
+
+    session = None
+
+    def __init__(
+        self, binding: StdioBinding, reader, writer, host: StreamHost, first_line: bytes = b""
+    ):
         self.binding = binding
         self.reader = reader  # binary file objects: stdin and stdout, or pipes in tests
         self.writer = writer
+        self.host = host
+        self.first_line = first_line  # read before this server existed, still to handle
         self.write_lock = asyncio.Lock()
-        self.layer = get_channel_layer()
+        self.seat: Seat | None = None
+        self.streaming = False
+        self.ready = False
+        self.live_until = None
         self.channel = ""
         self.group = ""
-        self.rung = asyncio.Event()  # the pusher's: something may be waiting
         self.waiters: set[asyncio.Event] = set()  # wait tool calls in progress
-        self.live_until = None
         self.tasks: set[asyncio.Task] = set()
+        self.setup: asyncio.Task | None = None
+        self.seat_watch: asyncio.Task | None = None
+        self.closed = False
 
     async def write(self, message: dict) -> None:
         async with self.write_lock:
             self.writer.write(protocol.encode_message(message) + b"\n")
             self.writer.flush()
 
+    async def send_event(self, message: dict, event_id: str | None = None) -> None:
+        await self.write(message)
+
     async def run(self) -> None:
-        seat = await database_sync_to_async(self.binding.seat)()
-        await self.listen(seat)
-        self.spawn(self.hear_doorbell())
-        self.spawn(self.keepalive())
+        # stdin first: initialize, ping and tools/list need no seat, so the client is
+        # answered while the seat checks in and the host starts.
+        lines = self.read_lines()
+        self.setup = asyncio.ensure_future(self.start_serving())
         try:
-            # Blocking reads in a thread work for pipes, files and terminals alike.
             requests: set[asyncio.Task] = set()
-            while line := await asyncio.to_thread(self.reader.readline):
-                if line.strip():
+            while (line := await lines.get()) is not None:
+                if isinstance(line, OverlongLine) or line.strip():
                     task = asyncio.ensure_future(self.handle_line(line))
                     requests.add(task)
                     task.add_done_callback(requests.discard)
             # stdin closed: answer what was asked before going.
             await asyncio.gather(*requests, return_exceptions=True)
         finally:
-            for task in self.tasks:
+            await self.close()
+
+    async def start_serving(self) -> None:
+        await self.host.start()
+        self.seat_watch = asyncio.ensure_future(self.find_seat())
+
+    async def find_seat(self) -> None:
+        """Wait for this session's seat (a hook makes it, or a tool call), then listen."""
+        while self.seat is None:
+            seat = await database_sync_to_async(self.binding.existing_seat)()
+            if seat is not None:
+                await self.listen(seat)
+                return
+            await asyncio.sleep(SEAT_LOOK_SECONDS)
+
+    def read_lines(self) -> asyncio.Queue:
+        """stdin's lines, then None at its end. Blocking reads work for pipes, files and
+        terminals alike; a daemon thread of its own never holds up the process's exit.
+        A line over MAX_LINE_BYTES is never held whole: its rest is read and dropped, and
+        an OverlongLine takes its place."""
+        lines: asyncio.Queue[bytes | OverlongLine | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        first, self.first_line = self.first_line, b""
+
+        def read() -> None:
+            pending = first
+            try:
+                while line := pending or self.reader.readline(MAX_LINE_BYTES + 1):
+                    pending = b""
+                    if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                        line = self.skip_rest(len(line))
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                loop.call_soon_threadsafe(lines.put_nowait, None)
+            except (OSError, ValueError, RuntimeError):  # closed stdin, or the loop is gone
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(lines.put_nowait, None)
+
+        threading.Thread(target=read, name="salon-stdin", daemon=True).start()
+        return lines
+
+    def skip_rest(self, size: int) -> OverlongLine:
+        """Read the rest of an overlong line and drop it, a piece at a time."""
+        while piece := self.reader.readline(SKIP_BYTES):
+            size += len(piece)
+            if piece.endswith(b"\n"):
+                break
+        return OverlongLine(size)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for task in (self.setup, self.seat_watch):
+            if task is not None and not task.done():
                 task.cancel()
-            if self.live_until is not None:
-                await database_sync_to_async(services.end_live)(
-                    seat=self.binding.seat(), only_if_until=self.live_until
-                )
+        for task in self.tasks:
+            task.cancel()
+        self.streaming = False
+        await self.host.ticker.remove(self)
+        if self.seat is not None:
+            # The session ended: its seat is gone now, not when its liveness runs out.
+            await database_sync_to_async(services.seats.sign_off)(seat=self.seat)
+        await self.host.stop()
 
     def spawn(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -110,59 +217,42 @@ class StdioServer:
 
     async def listen(self, seat: Seat) -> None:
         """Subscribe first, then look at the ledger: nothing can slip between the two."""
+        layer = self.host.layer
         if not self.channel:
-            self.channel = await self.layer.new_channel()
+            self.channel = await layer.new_channel()
+            self.spawn(self.hear_doorbell())
         if self.group:
-            await self.layer.group_discard(self.group, self.channel)
-        self.group = doorbell.seat_group(seat.pk)
-        await self.layer.group_add(self.group, self.channel)
-        watcher.ensure_started()
-        self.live_until = await database_sync_to_async(services.keep_live)(seat=seat)
-        self.rung.set()
+            await layer.group_discard(self.group, self.channel)
+        self.seat = seat
+        self.group = seat_group(seat.pk)
+        await layer.group_add(self.group, self.channel)
+        self.live_until = await database_sync_to_async(services.seats.keep_live)(seat=seat)
+        self.streaming = self.ready = True
+        self.host.ticker.add(self)
+        self.ring()
 
     def ring(self) -> None:
-        self.rung.set()
+        self.host.claimer.ring(self)
         for waiter in self.waiters:
             waiter.set()
 
     async def hear_doorbell(self) -> None:
-        async def receive():
-            while True:
-                await self.layer.receive(self.channel)
-                self.ring()
-
-        self.spawn(receive())
         while True:
-            await self.rung.wait()
-            self.rung.clear()
-            await self.push_pending()
-
-    async def keepalive(self) -> None:
-        while True:
-            await asyncio.sleep(KEEPALIVE_SECONDS)
-            seat = self.binding.seat()
-            self.live_until = await database_sync_to_async(services.keep_live)(seat=seat)
-            await self.layer.group_add(self.group, self.channel)
-            self.ring()  # the safety net for a lost doorbell
-
-    async def push_pending(self) -> None:
-        from mcpgate import delivery
-
-        while True:
-            # Claimed and rendered in one database hop.
-            claimed, more = await database_sync_to_async(delivery.claim_messages_for)(
-                seat=self.binding.seat(), limit=100
-            )
-            for _, _, message in claimed:
-                await self.write(message)
-            if not more:
-                return
+            await self.host.layer.receive(self.channel)
+            self.ring()
 
     # -- requests ---------------------------------------------------------------------
 
-    async def handle_line(self, line: bytes) -> None:
+    async def handle_line(self, line: bytes | OverlongLine) -> None:
         try:
-            message = protocol.parse_body(line)
+            if isinstance(line, OverlongLine):
+                raise ProtocolError(
+                    413,
+                    protocol.INVALID_REQUEST,
+                    f"a line of {line.size} bytes was skipped: one message may be at most "
+                    f"{MAX_LINE_BYTES} bytes (4 MiB); send a smaller message",
+                )
+            message = protocol.parse_body(line.rstrip(b"\r\n"))
         except ProtocolError as exc:
             await self.write(exc.body())
             return
@@ -179,16 +269,17 @@ class StdioServer:
         if message.method == "initialize":
             self.binding.protocol_version, answer = tools.initialize_answer(message)
             return answer
-        plain = tools.answer_plain(message)
+        plain = tools.answer_plain(message, self.binding)
         if plain is not None:
             return plain
+        await self.setup  # the host runs: what the tool writes is rung and pushed
         tool, arguments = tools.prepare_call(self.binding, message.params)
         if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
             result = await self.wait(message, arguments)
         else:
             result = await database_sync_to_async(tools.run_tool)(self.binding, tool, arguments)
-        if tool.name == "checkin" and not result.get("isError"):
-            await self.listen(self.binding.seat())
+        if self.seat is None and self.binding.bound is not None:
+            await self.listen(self.binding.bound)  # the call made the seat, or found it
         return protocol.result_message(message.id, result)
 
     async def wait(self, message: protocol.Request, arguments: dict) -> dict:
@@ -200,9 +291,32 @@ class StdioServer:
             self.waiters.discard(arrived)
 
 
-def serve(agent: str, session_id: str | None) -> None:
-    """Run the stdio server until stdin closes; meanwhile it also does the writes of
-    the Claude Code hooks of its store (bus/hookline.py)."""
-    hookline.start()
-    server = StdioServer(StdioBinding(agent, session_id), sys.stdin.buffer, sys.stdout.buffer)
-    asyncio.run(server.run())
+def serve(
+    agent: str, session_id: str | None, greeted: tuple[str | None, bytes] = (None, b"")
+) -> None:
+    """Run the stdio server until stdin closes or a signal asks it to stop. `greeted`:
+    the version negotiated by an `initialize` already answered, and the line read but
+    not handled yet (mcpgate.greeting)."""
+    version, first_line = greeted
+    binding = StdioBinding(agent, session_id)
+    if version:
+        binding.protocol_version = version
+    server = StdioServer(
+        binding, sys.stdin.buffer, sys.stdout.buffer, StreamHost(), first_line=first_line
+    )
+
+    async def main() -> None:
+        task = asyncio.ensure_future(server.run())
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            await server.close()
+
+    asyncio.run(main())
+    # The stdin reader is a thread blocked in a read that cannot be interrupted: leave
+    # without waiting for it (an interpreter shutdown would abort on its buffer's lock).
+    sys.stdout.flush()
+    os._exit(0)

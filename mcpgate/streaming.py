@@ -126,6 +126,10 @@ class StreamingHttpConsumer(AsyncConsumer):
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("stream task failed", exc_info=task.exception())
+            # A stream whose task died would stay open and silent (no keep-alive, no
+            # push) while the client waits on it: end it, so the client reconnects.
+            if not self.response_finished:
+                self.tasks.add(asyncio.ensure_future(self.end_response()))
 
     async def end_response(self) -> None:
         """Finish the body (if open) and stop the consumer; safe to call from a task."""

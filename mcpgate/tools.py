@@ -15,30 +15,10 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
-from bus import services
+from bus import bell, rules, services
 from bus.models import Room, Seat
 from bus.rules import RuleError
-from mcpgate import protocol
-
-INSTRUCTIONS = """\
-agent-salon is a message bus shared by coding-agent sessions. You sit in one or more rooms \
-as a seat (your project's name plus a short session id). Everything anyone writes in a room \
-is stored and readable by every seat in it; only some entries wake you.
-
-Write with the `send` tool: `text`, a `type` (QUESTION, ANSWER, FACT or REQUEST), and \
-optionally `to` (seats or agent names who should act) and `re` (the id of the entry you \
-answer). The server fills in who you are and the time; you never name a sender. An entry \
-wakes a seat only if it is addressed to it, answers something it wrote, or is a broadcast \
-QUESTION or REQUEST. A broadcast FACT or ANSWER wakes nobody; the send report's `wakes` \
-and `notice` tell you who, if anyone, you interrupted. Address errands with `to`.
-
-When an entry wakes you, it may arrive as a <channel source="agent-salon" ...> tag whose \
-attributes carry the entry's id, room, type, source (the sender seat), to and re. Read \
-your waiting entries with `inbox` (it marks what it returns as read; `advance: false` only \
-peeks), older ones with `history`, see who is around with `agents`, say what you are on \
-with `focus`, and use `quiet` when you must not be interrupted. Answer a QUESTION with an \
-ANSWER whose `re` is the question's id.
-"""
+from mcpgate import greeting, protocol, triage
 
 WRITE_TOOLS = {"send", "send_message", "join", "part", "focus", "quiet", "checkin"}
 
@@ -47,6 +27,7 @@ class Binding(Protocol):
     """What a transport tells the tools about the caller."""
 
     label: str
+    takes_checkin: bool
 
     def seat(self) -> Seat: ...
 
@@ -63,7 +44,7 @@ class Tool:
     handler: Callable[[Binding, dict], Any]
 
     def listing(self) -> dict:
-        return {"name": self.name, "description": self.description, "inputSchema": self.schema}
+        return protocol.tool_listing(self.name, self.description, self.schema)
 
 
 def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:
@@ -74,12 +55,25 @@ def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:
 
 
 _STR = {"type": "string"}
-_ROOM = {"type": "string", "description": "room name; default: your only room"}
+_ROOM = {
+    "type": "string",
+    "description": "The room to write in; default: your primary room (the first you joined "
+    "or were given).",
+}
+_ROOMS = {
+    "type": "string",
+    "description": "Only this room; default: every room you are in, each entry naming its room.",
+}
+_META = {
+    "type": "object",
+    "description": "Extra fields for scripts: a JSON object of at most 32 keys, 16 KiB and 8 "
+    "levels deep; pushed to readers as strings.",
+}
 
 
 def _send(b: Binding, a: dict) -> dict:
     to = a.get("to") or []
-    return services.send_entry(
+    return services.entries.send_entry(
         seat=b.seat(),
         text=a["text"],
         room=a.get("room"),
@@ -94,9 +88,10 @@ def _send(b: Binding, a: dict) -> dict:
 
 def _send_message(b: Binding, a: dict) -> dict:
     target = a.get("target")
-    return services.send_entry(
+    return services.entries.send_entry(
         seat=b.seat(),
         text=a["content"],
+        room=a.get("room"),
         to=[target] if target else [],
         meta=a.get("meta"),
         via="tool",
@@ -106,17 +101,17 @@ def _send_message(b: Binding, a: dict) -> dict:
 
 def _inbox(b: Binding, a: dict) -> dict:
     if not b.label:
-        return services.read_history(
+        return services.reading.read_history(
             seat=None, room=a.get("room"), limit=a.get("limit", 20), broadcast_only=True
         )
-    return services.read_inbox(
+    return services.reading.read_inbox(
         seat=b.seat(), room=a.get("room"), limit=a.get("limit", 20), advance=a.get("advance", True)
     )
 
 
 def _history(b: Binding, a: dict) -> dict:
     seat = b.seat() if b.label else None
-    return services.read_history(
+    return services.reading.read_history(
         seat=seat,
         room=a.get("room"),
         limit=a.get("limit", 20),
@@ -126,29 +121,29 @@ def _history(b: Binding, a: dict) -> dict:
 
 
 def _rooms(b: Binding, a: dict) -> dict:
-    mine = services.seat_rooms(b.seat()) if b.label else []
-    return {"mine": mine, "rooms": services.list_rooms()}
+    mine = services.rooms.seat_rooms(b.seat()) if b.label else []
+    return {"mine": mine, "rooms": services.rooms.list_rooms()}
 
 
 def _focus(b: Binding, a: dict) -> dict:
-    return services.declare_focus(
+    return services.seats.declare_focus(
         seat=b.seat(), text=a.get("text"), files=a.get("files"), phase=a.get("phase")
     )
 
 
 def _quiet(b: Binding, a: dict) -> dict:
-    return services.set_quiet(seat=b.seat(), duration=a.get("for"), off=a.get("off", False))
+    return services.seats.set_quiet(seat=b.seat(), duration=a.get("for"), off=a.get("off", False))
 
 
 def _checkin(b: Binding, a: dict) -> dict:
-    seat = b.checkin(a["session_id"], a.get("cwd"))
-    return {"seat": seat.name, "rooms": services.seat_rooms(seat)}
+    seat = b.checkin(rules.validate_claimed_session(a["session_id"]), a.get("cwd"))
+    return {"seat": seat.name, "rooms": services.rooms.seat_rooms(seat)}
 
 
 def _wait(b: Binding, a: dict) -> dict:
     # The waiting itself is the transport's (it must keep hearing doorbells); this is
     # one look at the ledger.
-    return services.collect_wakes(seat=b.seat(), room=a.get("room"))
+    return services.telling.collect_wakes(seat=b.seat(), room=a.get("room"))
 
 
 TOOLS: dict[str, Tool] = {
@@ -156,21 +151,36 @@ TOOLS: dict[str, Tool] = {
     for tool in [
         Tool(
             "send",
-            "Write an entry into a room. type: QUESTION, ANSWER, FACT or REQUEST (any case). "
-            "to: seats or agent names who should act (they are woken); empty = broadcast. "
-            "re: id of the entry you answer. Returns who it wakes and notices.",
+            "Write an entry into a room: ask, answer, report or request. The server fills in "
+            "who you are and the time. Returns the entry's id, `wakes` (the seats it "
+            "interrupts) and `notice` (worth reading: nobody woken, an addressee away or "
+            "quiet). Only an addressed entry, a reply, or a broadcast QUESTION or REQUEST "
+            "wakes anyone.",
             _schema(
                 {
-                    "text": {"type": "string", "description": "the entry, markdown"},
+                    "text": {
+                        "type": "string",
+                        "description": "The entry itself (markdown, at most 64 KiB).",
+                    },
                     "room": _ROOM,
-                    "type": {"type": "string", "description": "QUESTION, ANSWER, FACT or REQUEST"},
+                    "type": {
+                        "type": "string",
+                        "description": "QUESTION (you need an answer), ANSWER (give `re`), "
+                        "FACT (news; the default) or REQUEST (someone should act); any case.",
+                    },
                     "to": {
                         "type": ["array", "string"],
                         "items": _STR,
-                        "description": "addressees: seat or agent names",
+                        "description": "Who should act, woken whatever the type: seat names "
+                        "(web-app#c4e1b7d2) or agent names (web-app: every session of it). "
+                        "Empty: everyone reads it, and only a QUESTION or REQUEST wakes them.",
                     },
-                    "re": {"type": "string", "description": "id of the entry this answers"},
-                    "meta": {"type": "object", "description": "extra string fields (≤ 32 keys)"},
+                    "re": {
+                        "type": "string",
+                        "description": "The id of the entry (same room) this answers; its "
+                        "writer is woken.",
+                    },
+                    "meta": _META,
                 },
                 ("text",),
             ),
@@ -178,95 +188,207 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "send_message",
-            "Send `content` to `target` (or to everyone) in your default room. Without a "
-            "meta kind it is a FACT; meta kind question/request/reply makes it a QUESTION, "
-            "REQUEST or ANSWER.",
-            _schema({"content": _STR, "target": _STR, "meta": {"type": "object"}}, ("content",)),
+            "For agent-salon compatibility (clients written for agent-salon's send_message): "
+            "send `content` to `target`, or to everyone, in `room` (else your primary room). "
+            "Prefer `send`, which has entry types, replies and several addressees.",
+            _schema(
+                {
+                    "content": {"type": "string", "description": "The text to send."},
+                    "target": {
+                        "type": "string",
+                        "description": "One seat or agent name to address (it is woken); "
+                        "omit to send to everyone.",
+                    },
+                    "room": _ROOM,
+                    "meta": {
+                        "type": "object",
+                        "description": "Extra fields; `kind` question, request or reply makes "
+                        "it a QUESTION, REQUEST or ANSWER, anything else a FACT.",
+                    },
+                },
+                ("content",),
+            ),
             _send_message,
         ),
         Tool(
             "inbox",
-            "Entries by others you have not read yet, oldest first, with counts of what is "
-            "still waiting. Marks the returned entries read unless advance is false.",
+            "The entries by others you have not read yet, oldest first, with how many still "
+            "wait (`more`, `unread`, `unreadWaking`). Marks the returned entries read "
+            "(`advance: false` only peeks). An entry that does not wake you may come "
+            "shortened; `history` has it whole.",
             _schema(
                 {
-                    "room": _ROOM,
-                    "advance": {"type": "boolean", "description": "mark returned entries read"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "room": _ROOMS,
+                    "advance": {
+                        "type": "boolean",
+                        "description": "false: a peek, nothing is marked read (default true).",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 100,
+                        "description": "At most this many entries (default 20).",
+                    },
                 }
             ),
             _inbox,
         ),
         Tool(
             "history",
-            "The last entries of a room, your own included, never shortened. Reads nothing.",
+            "The latest entries of a room, your own included, never shortened, oldest first. "
+            "Marks nothing read.",
             _schema(
                 {
-                    "room": _ROOM,
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 200},
-                    "from": {"type": "string", "description": "only entries by this seat or agent"},
+                    "room": _ROOMS,
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 200,
+                        "description": "How many of the latest entries (default 20).",
+                    },
+                    "from": {
+                        "type": "string",
+                        "description": "Only the entries written by this seat or agent name.",
+                    },
                 }
             ),
             _history,
         ),
         Tool(
             "agents",
-            "Every agent and its seats: liveness, focus, quiet, last write.",
+            "Everyone on the bus: each agent with its seats, whether each is live, unknown or "
+            "gone, what it is on (focus), whether it is quiet, and when it last wrote.",
             _schema({}),
-            lambda b, a: services.agents_projection(),
+            lambda b, a: services.seats.agents_projection(),
         ),
-        Tool("rooms", "The rooms you are in, and every room with its seats.", _schema({}), _rooms),
+        Tool(
+            "rooms",
+            "The rooms you are in (`mine`), and every room with its entry count, seats and "
+            "live seats.",
+            _schema({}),
+            _rooms,
+        ),
         Tool(
             "join",
-            "Join a room (create: true to create it first).",
-            _schema({"room": _STR, "create": {"type": "boolean"}}, ("room",)),
-            lambda b, a: services.join_room(
+            "Join a room: from now on you read it and can be woken in it.",
+            _schema(
+                {
+                    "room": {
+                        "type": "string",
+                        "description": "The room's name: letters, digits and . _ - (at most 64).",
+                    },
+                    "create": {
+                        "type": "boolean",
+                        "description": "true: create the room if it does not exist (otherwise "
+                        "a missing room is an error naming the rooms that do).",
+                    },
+                },
+                ("room",),
+            ),
+            lambda b, a: services.rooms.join_room(
                 seat=b.seat(), room=a["room"], create=a.get("create", False)
             ),
         ),
         Tool(
             "part",
-            "Leave a room.",
-            _schema({"room": _STR}, ("room",)),
-            lambda b, a: services.part_room(seat=b.seat(), room=a["room"]),
+            "Leave a room: you are no longer woken or counted there; its entries stay.",
+            _schema({"room": {"type": "string", "description": "The room to leave."}}, ("room",)),
+            lambda b, a: services.rooms.part_room(seat=b.seat(), room=a["room"]),
         ),
         Tool(
             "focus",
-            "Say what you are on (one sentence, optional files and phase: explore, plan, "
-            'apply, verify, blocked). No arguments reads it back; text "" clears it.',
-            _schema({"text": _STR, "files": {"type": "array", "items": _STR}, "phase": _STR}),
+            "Say what you are on, so others know whom to ask and whom to leave alone. No "
+            'arguments reads it back; text "" clears it. Focus never changes who is woken.',
+            _schema(
+                {
+                    "text": {
+                        "type": "string",
+                        "description": 'One sentence: what you are working on ("" clears it).',
+                    },
+                    "files": {
+                        "type": "array",
+                        "items": _STR,
+                        "description": "The paths you are working in (at most 50).",
+                    },
+                    "phase": {
+                        "type": "string",
+                        "description": "explore, plan, apply, verify or blocked; given alone, "
+                        "it re-declares your standing sentence.",
+                    },
+                }
+            ),
             _focus,
         ),
         Tool(
             "quiet",
-            "Stop being woken (entries are still delivered), for a while (`for`: 90m, 2h, "
-            "1d) or until `off: true`.",
-            _schema({"for": _STR, "off": {"type": "boolean"}}),
+            "Stop being woken for a while: entries still arrive and stay readable, nothing "
+            "interrupts you. No arguments: quiet until `off`.",
+            _schema(
+                {
+                    "for": {
+                        "type": "string",
+                        "description": "How long: a number and a unit, s m h d or w (90m, 2h, 1d).",
+                    },
+                    "off": {"type": "boolean", "description": "true ends the quiet now."},
+                }
+            ),
             _quiet,
         ),
         Tool(
             "wait",
-            "Wait for entries that wake you and that you have not been told about yet; "
-            "returns at once if some are waiting, else when one arrives or after `timeout` "
-            "seconds (at most 300). Marks nothing read.",
-            _schema({"room": _ROOM, "timeout": {"type": "number", "minimum": 0, "maximum": 300}}),
+            "Wait for the entries that are a claim on you (addressed to you, answering you, "
+            "or a broadcast QUESTION/REQUEST) and that you were not told of yet: returns at "
+            "once if some wait, else when one arrives, else after `timeout` with none. An "
+            "entry pushed to you before is returned all the same (a push may not have been "
+            "shown), with `pushedAt`. Marks nothing read.",
+            _schema(
+                {
+                    "room": _ROOMS,
+                    "timeout": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 300,
+                        "description": "Seconds to wait when nothing is waiting (default 60, "
+                        "at most 300).",
+                    },
+                }
+            ),
             _wait,
         ),
         Tool(
             "checkin",
-            "Bind this MCP session to your Claude Code session id, so that your seat is "
-            "the same one the hooks use. Idempotent.",
-            _schema({"session_id": _STR, "cwd": _STR}, ("session_id",)),
+            "For a Claude Code hook, not for the model: binds this MCP session to a Claude "
+            "Code session id, so the seat is the one the session's hooks use. Idempotent.",
+            _schema(
+                {
+                    "session_id": {
+                        "type": "string",
+                        "description": "The Claude Code session id (16 characters or more), "
+                        "as a hook receives it in ${session_id}.",
+                    },
+                    "cwd": {
+                        "type": "string",
+                        "description": "The session's working directory (informational).",
+                    },
+                },
+                ("session_id",),
+            ),
             _checkin,
         ),
         Tool(
             "salon_status",
-            "Where the bus is, which seat you are, and who else is here.",
+            "Where the bus is (its MCP and webhook addresses), which seat you are, your rooms, "
+            "and the seats around you.",
             _schema({}),
             lambda b, a: b.status(),
         ),
     ]
 }
+
+
+def offered(binding: Binding) -> list[Tool]:
+    """The tools of this transport: `checkin` only where a session can be re-bound."""
+    return [t for t in TOOLS.values() if t.name != "checkin" or binding.takes_checkin]
 
 
 class CallRefused(Exception):
@@ -281,11 +403,12 @@ class CallRefused(Exception):
 def prepare_call(binding: Binding, params: dict) -> tuple[Tool, dict]:
     """Check a tools/call before running it: known tool, labeled writer, valid arguments."""
     name = params.get("name")
-    tool = TOOLS.get(name) if isinstance(name, str) else None
+    tools = {t.name: t for t in offered(binding)}
+    tool = tools.get(name) if isinstance(name, str) else None
     if tool is None:
         raise CallRefused(
             protocol.INVALID_PARAMS,
-            f"unknown tool {str(name)[:64]!r}; the tools are: {', '.join(TOOLS)}",
+            f"unknown tool {str(name)[:64]!r}; the tools are: {', '.join(tools)}",
         )
     if name in WRITE_TOOLS and not binding.label:
         raise CallRefused(
@@ -304,6 +427,8 @@ def run_tool(binding: Binding, tool: Tool, arguments: dict) -> dict:
     if problems:
         return protocol.tool_error(f"{tool.name}: " + "; ".join(problems))
     try:
+        if binding.label and tool.name != "checkin":
+            binding.seat()  # a tool call is what makes a session a seat (checkin names its own)
         result = tool.handler(binding, arguments)
     except RuleError as exc:
         return protocol.tool_error(str(exc))
@@ -324,13 +449,14 @@ def shape_result(result: dict) -> dict:
     return protocol.tool_result(result)
 
 
-def answer_plain(request: protocol.Request) -> dict | None:
-    """The answers that need neither session nor seat: ping, tools/list, and unknown
-    methods. None for initialize and tools/call, which the transport handles."""
+def answer_plain(request: protocol.Request, binding: Binding) -> dict | None:
+    """The answers that need no seat: ping, tools/list, and unknown methods. None for
+    initialize and tools/call, which the transport handles."""
     if request.method == "ping":
         return protocol.result_message(request.id, {})
     if request.method == "tools/list":
-        return protocol.result_message(request.id, {"tools": tool_listing()})
+        listing = [tool.listing() for tool in offered(binding)]
+        return protocol.result_message(request.id, {"tools": listing})
     if request.method in ("initialize", "tools/call"):
         return None
     return protocol.error_message(
@@ -343,11 +469,7 @@ def answer_plain(request: protocol.Request) -> dict | None:
 
 def initialize_answer(request: protocol.Request) -> tuple[str, dict]:
     """(the negotiated protocol version, the initialize result message)."""
-    version = protocol.negotiate_version(request.params.get("protocolVersion"))
-    result = protocol.initialize_result(
-        version=version, instructions=INSTRUCTIONS, server_version=server_version()
-    )
-    return version, protocol.result_message(request.id, result)
+    return greeting.initialize_answer(request.id, request.params)
 
 
 # A long wait reports progress this often: Claude Code aborts a tool call that shows
@@ -371,42 +493,36 @@ async def wait_for_wakes(
     deadline = loop.time() + float(arguments.get("timeout", 60))
     token = protocol.progress_token(request.params)
     ticks = 0
+    seat = await database_sync_to_async(binding.seat)()
     while True:
         arrived.clear()  # before looking: a ring during the look is not lost
+        await triage.judge_first([seat.pk])
         result = await database_sync_to_async(run_tool)(binding, TOOLS["wait"], arguments)
         left = deadline - loop.time()
         found = (result.get("structuredContent") or {}).get("entries")
         if found or result.get("isError") or left <= 0:
             return result
-        try:
-            await asyncio.wait_for(arrived.wait(), min(left, PROGRESS_SECONDS))
-        except TimeoutError:
-            if token is not None and loop.time() < deadline:
-                ticks += 1
-                await send_progress(
-                    protocol.progress_notification(token, ticks, "waiting for entries")
-                )
-
-
-def tool_listing() -> list[dict]:
-    return [tool.listing() for tool in TOOLS.values()]
+        rang = await bell.rung_within(arrived, min(left, PROGRESS_SECONDS))
+        if not rang and token is not None and loop.time() < deadline:
+            ticks += 1
+            await send_progress(protocol.progress_notification(token, ticks, "waiting for entries"))
 
 
 def salon_status(
     *, seat: Seat | None, label: str, protocol_version: str, base_url: str | None
 ) -> dict:
     """salon_status: where the bus is, which seat this is, and who shares its rooms."""
-    rooms = services.seat_rooms(seat) if seat else []
+    rooms = services.rooms.seat_rooms(seat) if seat else []
     at = timezone.now()
     neighbours = list(
-        Seat.objects.filter(memberships__room__name__in=rooms, memberships__left_at__isnull=True)
+        Seat.objects.in_rooms(Room.objects.filter(name__in=rooms))
         .select_related("agent")
         .distinct()
         .order_by("name")
     )
     # One query for everybody's rooms: a status call with hundreds of neighbours used to
     # make one per neighbour.
-    their_rooms = services.rooms_of_seats([other.pk for other in neighbours])
+    their_rooms = services.rooms.rooms_of_seats([other.pk for other in neighbours])
     return {
         "endpoints": {"mcp": f"{base_url}/mcp", "notify": f"{base_url}/notify"}
         if base_url
@@ -420,7 +536,7 @@ def salon_status(
         "seats": [
             {
                 "seat": other.name,
-                "liveness": services.seat_liveness(other, at),
+                "liveness": other.liveness(at),
                 "rooms": their_rooms.get(other.pk, []),
             }
             for other in neighbours
@@ -428,12 +544,3 @@ def salon_status(
         # Each room's counter is its entry count: no scan, whatever the room's size.
         "entries": sum(Room.objects.filter(name__in=rooms).values_list("last_seq", flat=True)),
     }
-
-
-def server_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agent-salon")
-    except PackageNotFoundError:
-        return "0.1.0"

@@ -19,10 +19,10 @@ Decisions where the spec is silent:
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
+
+from bus import strict
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
@@ -30,8 +30,6 @@ FIELDS = ("content", "target", "to", "room", "type", "re", "meta")
 IGNORED_FIELDS = ("source", "from", "ts")
 
 EXAMPLE = '{"content": "build 812 is green", "to": ["web-app"]}'
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class NotifyError(Exception):
@@ -78,62 +76,30 @@ def too_large(size: int) -> NoReturn:
 
 
 def check_content_type(content_type: str | None) -> None:
-    media, _, params = (content_type or "").partition(";")
-    media = media.strip().lower()
+    media, charset = strict.media_type(content_type)
     if media != "application/json" and not media.endswith("+json"):
-        shown = media or "none"
+        shown = strict.shown(media, 64) if media else "none"
         raise NotifyError(
             415,
             f"Content-Type is {shown}; /notify takes JSON: send the header "
             f"'Content-Type: application/json' with a body like {EXAMPLE}",
         )
-    for param in params.split(";"):
-        key, _, value = param.partition("=")
-        if key.strip().lower() == "charset":
-            charset = value.strip().strip('"').lower()
-            if charset not in ("utf-8", "utf8"):
-                raise NotifyError(
-                    415,
-                    f"charset {charset[:32]!r} is not supported: send the JSON body as UTF-8 "
-                    "(Content-Type: application/json; charset=utf-8)",
-                )
-
-
-class _NotJson(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> NoReturn:
-    raise _NotJson(f"{name} is not valid JSON")
-
-
-def _malformed(reason: str) -> NoReturn:
-    raise NotifyError(400, f"request body is not valid JSON ({reason}): send {EXAMPLE}")
+    if not strict.utf8_charset(charset):
+        raise NotifyError(
+            415,
+            f"charset {strict.shown(charset, 32)} is not supported: send the JSON body as "
+            "UTF-8 (Content-Type: application/json; charset=utf-8)",
+        )
 
 
 def decode(body: bytes) -> object:
-    if len(body) > MAX_BODY_BYTES:
-        too_large(len(body))
+    """The body as JSON, by bus.strict's rules (shared with /mcp)."""
     try:
-        text = body.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        _malformed(f"not UTF-8, bad byte at offset {exc.start}")
-    if not text.strip():
-        _malformed("the body is empty")
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        _malformed(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
-    except _NotJson as exc:
-        _malformed(str(exc))
-    except (ValueError, RecursionError) as exc:
-        _malformed("a number is too long" if isinstance(exc, ValueError) else "nested too deeply")
-    if _SURROGATE_ESCAPE.search(text):
-        try:
-            json.dumps(data, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            _malformed("a lone UTF-16 surrogate escape, \\ud800-\\udfff without its pair")
-    return data
+        return strict.decode_json(body, max_bytes=MAX_BODY_BYTES)
+    except strict.TooLarge as exc:
+        too_large(exc.size)
+    except strict.NotJson as exc:
+        raise NotifyError(400, f"request body is not valid JSON ({exc}): send {EXAMPLE}") from None
 
 
 def _kind(value: object) -> str:
@@ -223,11 +189,3 @@ def parse_notify(data: object) -> Notify:
         re=_optional_str(data, "re") or None,
         meta=meta,
     )
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of an `Authorization: Bearer <token>` header, else None."""
-    scheme, _, token = (authorization or "").strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()

@@ -1,4 +1,13 @@
-"""ASGI entry point: /mcp goes to the MCP consumer, everything else to Django."""
+"""The ASGI entry point: one server process's daemon and its application.
+
+`daemon` (mcpgate.host.StreamHost) owns what the process runs beside its requests: the
+push path, the doorbell, the local line and the companions other apps registered (the
+relay's bridge). `application` routes /mcp to the MCP consumer, the staff's live flow
+(/admin/live/stream, salon.live) to its consumer behind Django's session and user, and
+everything else to Django. Building them starts nothing; `salon serve` starts the daemon
+as soon as daphne listens, and any first request starts it otherwise (`runserver`,
+tests).
+"""
 
 import os
 
@@ -8,24 +17,63 @@ from django.core.asgi import get_asgi_application
 
 django_application = get_asgi_application()
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
+from django.utils.module_loading import import_string  # noqa: E402
 
-from bus import doorbell, hookline  # noqa: E402
 from mcpgate.consumers import McpConsumer  # noqa: E402
+from mcpgate.host import StreamHost  # noqa: E402
+from salon.health import asgi_healthz  # noqa: E402
+from salon.live import LiveStream  # noqa: E402
 
-# This process hosts the streams: entries sent here ring the in-process layer.
-doorbell.IN_DAEMON = True
-# And it does the writes of the Claude Code hooks of its store (bus/hookline.py).
-hookline.start()
+daemon = StreamHost(run_companions=True)
 
-application = ProtocolTypeRouter(
+
+class LeanHandler(ASGIHandler):
+    """Django's ASGI handler with the middleware /notify needs, all of it async: the
+    Host/Origin check, the request timing, and the response headers of the full chain
+    (salon.middleware.InlineHeadersMiddleware). /notify has no session, user, messages
+    or CSRF (a webhook, csrf_exempt, token in a header); through the full chain each of
+    those MiddlewareMixin classes cost two thread hops per request."""
+
+    MIDDLEWARE = (
+        "salon.middleware.HostOriginMiddleware",
+        "salon.metrics.RequestTimingMiddleware",
+        "salon.middleware.InlineHeadersMiddleware",
+    )
+
+    def load_middleware(self, is_async=False):
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        handler = convert_exception_to_response(self._get_response_async)
+        for middleware_path in reversed(self.MIDDLEWARE):
+            handler = convert_exception_to_response(import_string(middleware_path)(handler))
+        self._middleware_chain = handler
+
+
+notify_application = LeanHandler()
+
+router = ProtocolTypeRouter(
     {
         "http": URLRouter(
             [
-                path("mcp", McpConsumer.as_asgi()),
+                path("mcp", McpConsumer.as_asgi(host=daemon)),
+                path("admin/live/stream", AuthMiddlewareStack(LiveStream.as_asgi(host=daemon))),
+                path("notify", notify_application),
                 re_path(r"", django_application),
             ]
         ),
     }
 )
+
+
+async def application(scope, receive, send):
+    if scope["type"] != "lifespan":
+        await daemon.start()
+        if scope["type"] == "http" and scope["path"] == "/healthz":
+            return await asgi_healthz(scope, receive, send)  # not through Django: salon.health
+    return await router(scope, receive, send)

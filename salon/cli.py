@@ -1,74 +1,271 @@
-"""The `salon` console script: `salon <command>` runs `manage.py <command>`.
+"""The `salon` console script: `salon <command>` is `manage.py <command>`, made fast.
 
-Start-up time matters: hooks and cron run `salon send` and `salon inbox` on every turn.
-The bus commands named in LEAN_COMMANDS therefore start with settings.CLI_APPS (the
-project's own apps: no daphne/twisted, admin, auth or channels to import) and are
-loaded straight from bus/management/commands without scanning every app for commands.
-Every other command — `serve`, `migrate`, `makemigrations`, `createsuperuser`, `check`,
-`shell`, … — runs with the full INSTALLED_APPS through Django's own dispatcher, so a
-migration never runs with the lean set. bench/RESULTS.md has the numbers.
+Hooks and cron run `salon send`, `salon inbox`, `salon hook stop` … on every turn, so
+this module imports no Django until it must:
+
+* `salon hook KIND` goes to the never-failing hook runner (mcpgate.claude.runner);
+* a bus command (bus.management.verbs: send, inbox, agents, …) is parsed here and its
+  request goes to a running server of the store over the local line (mcpgate.local); only
+  when none answers does this process load the lean Django app set and answer it itself;
+* `salon mcp` starts with the lean app set too (Claude Code waits for it at every
+  session start);
+* `salon join salon-join:…` is a machine joining a bridged room (`salon relay join`),
+  not a seat joining a room;
+* `uninstall` and `wait` (LEAN_COMMANDS) run with the lean app set too, without
+  Django's dispatcher: Claude Code's Monitor starts `salon wait` again every ten
+  minutes, and neither needs the server, the admin or auth;
+* every other command (`serve`, `install`, `relay`, `migrate`, `createsuperuser`, …)
+  runs with the full INSTALLED_APPS through Django's own dispatcher.
+
+`salon`, `salon help` and `salon --help` list agent-salon's commands; `salon help --all`
+adds Django's own. A misspelt command is one line naming the closest one (exit 2).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-
-# Bus commands that only touch bus rows through bus.services. A command joins this set
-# only if it needs nothing from the admin, auth, contenttypes, sessions or channels apps
-# (tests/test_cli.py checks that each one is a bus command and none is a Django one).
-LEAN_COMMANDS = frozenset(
-    {
-        "send",
-        "inbox",
-        "peek",
-        "unread",
-        "history",
-        "agents",
-        "focus",
-        "rooms",
-        "join",
-        "part",
-        "quiet",
-        "prune",
-        "token",
-        "wait",
-        "stats",
-    }
-)
-
-
-# Run by the fork server when one is up (salon/forkserver.py); `wait` watches its own
-# parent process, which a forked child does not have.
-FORKED_COMMANDS = LEAN_COMMANDS - {"wait"}
+from collections.abc import Callable
 
 # Commands that run until Ctrl-C.
 SERVERS = frozenset({"serve", "runserver"})
 
+# Django commands that run on the lean app set (bus.management.lean): command → its app.
+# Not `install`: it migrates a new store itself, and a migration needs every app.
+LEAN_COMMANDS = {
+    "uninstall": "mcpgate",
+    "wait": "mcpgate",
+}
 
-def _lean(argv: list[str]) -> bool:
-    # --settings / --pythonpath are Django's dispatcher's business: let it handle them.
-    return (
-        bool(argv)
-        and argv[0] in LEAN_COMMANDS
-        and not any(arg.startswith(("--settings", "--pythonpath")) for arg in argv)
+# What `salon --help` lists, beside the bus commands (bus.management.verbs lists those).
+COMMANDS = {
+    "Claude Code": {
+        "install": "wire this project's Claude Code sessions to the bus",
+        "uninstall": "remove from this project what install added",
+        "wait": "for Claude Code's Monitor: print each entry that is a claim on this seat",
+        "hook": "run by Claude Code: session-start, stop, heartbeat, session-end, mcp-headers",
+        "mcp": "the MCP tools over stdio (what Claude Code starts)",
+    },
+    "the store and the daemon": {
+        "watch": "print each new entry as it is stored, with whom it wakes",
+        "serve": "run the daemon (MCP endpoint, webhook, admin)",
+        "where": "which store, secret and data directory, and whether a server runs",
+        "backup": "a consistent copy of the store, with its secret",
+        "migrate": "bring the store's tables up to date",
+        "createsuperuser": "a login for the admin",
+    },
+    "across machines": {
+        "relay": "use a relay, bridge rooms through it, or serve one (docs/RELAY.md)",
+        "invite": "a one-time salon-join: string; `salon join` it on the other machine",
+    },
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
+    command = argv[0] if argv else "help"
+    if command == "hook":
+        # Claude Code hooks never fail a turn, not even on a malformed setting: the hook
+        # runner reads the settings itself and always exits 0.
+        return run_hook(argv[1:])
+    if command in ("--version", "version"):
+        print(f"agent-salon {version()}")
+        return 0
+    if command in ("help", "--help", "-h") and argv[1:] != ["--all"]:
+        print(usage())
+        return 0
+    if command in SERVERS:
+        _take_back_sigint()
+    if argv == ["mcp"]:
+        return guarded(lambda: run_stdio(argv))
+    if command == "join" and any(arg.startswith("salon-join:") for arg in argv[1:]):
+        return guarded(lambda: _prepare(argv) or _run_django(["relay", *argv]))
+    from bus.management import verbs
+
+    if verbs.find(command) and not _django_options(argv):
+        return guarded(lambda: run_verb(argv))
+    if command in LEAN_COMMANDS and not _django_options(argv):
+        return guarded(lambda: _prepare(argv) or run_lean(argv))
+    return guarded(lambda: _prepare(argv) or _run(argv))
+
+
+def _run(argv: list[str]) -> int:
+    if argv[:1] == ["mcp"] and not _django_options(argv):
+        return run_stdio(argv, greet=False)
+    return _run_django(argv)
+
+
+def guarded(run: Callable[[], int]) -> int:
+    """A malformed setting is one line, no traceback (exit 2); Ctrl-C is exit 130."""
+    from salon.config import ConfigError
+
+    try:
+        return run()
+    except KeyboardInterrupt:
+        print("agent-salon: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        bad_setting = isinstance(exc, ConfigError) or type(exc).__name__ == "ImproperlyConfigured"
+        if not bad_setting:
+            raise
+        print(f"agent-salon: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("agent-salon")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def usage() -> str:
+    from bus.management import verbs
+
+    lines = [
+        f"agent-salon {version()}: where coding-agent sessions meet in rooms.",
+        "usage: salon COMMAND [ARGS] (salon COMMAND --help says more)",
+        "",
+        "the bus:",
+        *(f"  {name:<16}{verbs.find(name).summary}" for name in verbs.names()),
+    ]
+    for group, commands in COMMANDS.items():
+        lines += ["", f"{group}:", *(f"  {name:<16}{text}" for name, text in commands.items())]
+    lines += ["", "salon help --all also lists Django's own commands (salon is manage.py)."]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the ways to run
+
+
+# Commands that never need the store's tables (or make them themselves).
+NO_TABLES = frozenset(
+    {
+        "migrate",
+        "makemigrations",
+        "showmigrations",
+        "sqlmigrate",
+        "serve",
+        "install",
+        "uninstall",
+        "where",
+        "backup",
+    }
+)
+
+
+def _line(values: dict[str, str]):
+    """How this process reaches its store: ready to open (salon.store), by a running
+    server, else here (creating the tables first if the store is new)."""
+    from mcpgate.local import Line
+    from salon import config, store
+
+    where = store.prepare(values)
+    return Line(
+        where.store, config.settings_key(values), prepare=lambda: store.ensure_tables(where)
     )
 
 
-def _setup_lean(settings) -> None:
-    """django.setup() for a bus command, minus what it does not need.
+def _prepare(argv: list[str]) -> None:
+    """The store ready before Django reads its settings (its data directory, file modes
+    and secret; its tables, for the commands that use them)."""
+    from salon import config, store
 
-    * `from django.urls import set_script_prefix`: the URL machinery pulls in
-      django.http and the serializers for a prefix that only matters when serving.
-    * Logging configuration: Django's DEFAULT_LOGGING has a `mail_admins` handler whose
-      set-up imports django.views.debug (http, urls, templates: ~95 ms measured) to
-      e-mail errors no command sends, and logging.config itself costs ~5-10 ms. A bus
-      command logs nothing below WARNING; Python's last-resort handler still writes
-      warnings and errors (with their traceback, as the `salon` logger would) to stderr.
-    """
-    from django.apps import apps
+    command = argv[0] if argv else "help"
+    if command in ("where", "uninstall") or "--dry-run" in argv:
+        # `where` describes the store as it is; `uninstall` never opens it; a dry run
+        # writes nothing at all
+        return
+    values = config.merged_environment()
+    where = store.prepare(values)
+    if command not in NO_TABLES:
+        store.ensure_tables(where)
 
-    apps.populate(settings.INSTALLED_APPS)
+
+def run_hook(argv: list[str]) -> int:
+    from mcpgate.claude.runner import run_hook
+    from salon import config
+
+    return run_hook(argv, environment=config.merged_environment, line_for=_line)
+
+
+def run_verb(argv: list[str]) -> int:
+    """A bus command: by a running server of the store if one answers, else here."""
+    from bus.management import verbs
+    from salon import config
+
+    values = config.merged_environment()
+    config.read(values)  # a malformed setting is refused before anything is asked
+    return verbs.run(argv, caller=verbs.caller(values), answer=_line(values).answer)
+
+
+def run_stdio(argv: list[str], *, greet: bool = True) -> int:
+    """`salon mcp`: `initialize` answered first (mcpgate.greeting: Claude Code waits for
+    it at every session start), then the store made ready and the lean app set loaded (no
+    daphne, admin or auth) while the client sends what follows."""
+    greeted = (None, b"")
+    if greet:
+        from mcpgate import greeting
+
+        greeted = greeting.answer_first_line(
+            sys.stdin.buffer, sys.stdout.buffer, greeting.MAX_MESSAGE_BYTES
+        )
+        _prepare(argv)
+    from bus.management import lean
+
+    lean.setup()
+    from mcpgate.management.commands.mcp import Command
+
+    command = Command()
+    command.greeted = greeted
+    command.run_from_argv(["salon", *argv])
+    return 0
+
+
+def run_lean(argv: list[str]) -> int:
+    """A command of LEAN_COMMANDS: the lean app set, and the command class run directly
+    (Django's dispatcher would set up logging and the URL prefix first: ~0.1 s)."""
+    from bus.management import lean
+
+    lean.setup()
+    from django.core.management import load_command_class
+
+    load_command_class(LEAN_COMMANDS[argv[0]], argv[0]).run_from_argv(["salon", *argv])
+    return 0
+
+
+def _django_options(argv: list[str]) -> bool:
+    # --settings / --pythonpath are Django's dispatcher's business: let it handle them.
+    return any(arg.startswith(("--settings", "--pythonpath")) for arg in argv)
+
+
+def _run_django(argv: list[str]) -> int:
+    import django
+
+    django.setup()
+    from django.core.management import execute_from_command_line, get_commands
+
+    known = [*get_commands(), "help"]
+    if argv and not argv[0].startswith("-") and argv[0] not in known:
+        return _unknown(argv[0], [*known, "hook", "mcp"])
+    execute_from_command_line(["salon", *(argv or ["help"])])
+    return 0
+
+
+def _unknown(name: str, known: list[str]) -> int:
+    import difflib
+
+    guess = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean `salon {guess[0]}`? " if guess else ""
+    print(
+        f"salon: there is no command {name[:64]!r}; {hint}(salon --help lists them)",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _take_back_sigint() -> None:
@@ -79,79 +276,6 @@ def _take_back_sigint() -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
-    if argv[:1] == ["hook"]:
-        # Claude Code hooks never fail a turn, not even on a malformed setting: the hook
-        # runner reads the settings itself and always exits 0 (bus/claude.py).
-        from bus.claude import run_hook
-
-        return run_hook(argv[1:])
-    if argv[:1] and argv[0] in SERVERS:
-        _take_back_sigint()
-    if _lean(argv) and argv[0] in FORKED_COMMANDS:
-        from salon import forkserver
-
-        status = forkserver.run_forked(argv)
-        if status is not None:
-            return status
-    return _run(argv)
-
-
-def run_in_fork(argv: list[str]) -> int:
-    """A command in a child of the fork server (salon/forkserver.py): Django is loaded
-    with the fork server's environment; read the settings again from the caller's."""
-    from django.conf import settings
-    from django.db import connections
-    from django.utils.functional import empty
-
-    sys.modules.pop("salon.settings", None)
-    settings._wrapped = empty
-    connections.__dict__.pop("settings", None)  # DATABASES, read again on first use
-    return _run(argv)
-
-
-def _run(argv: list[str]) -> int:
-    from django.core.exceptions import ImproperlyConfigured
-
-    lean = _lean(argv)
-    try:
-        import django
-        from django.conf import settings
-
-        if lean and getattr(settings, "CLI_APPS", None):
-            settings.INSTALLED_APPS = list(settings.CLI_APPS)
-        else:
-            lean = False
-        if lean:
-            _setup_lean(settings)
-        else:
-            django.setup()
-    except ImproperlyConfigured as exc:
-        # A malformed setting is the user's to fix: one line, no traceback.
-        print(f"agent-salon: configuration error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if lean:
-            from django.core.management import load_command_class
-
-            load_command_class("bus", argv[0]).run_from_argv(["salon", *argv])
-            return 0
-        from django.core.management import execute_from_command_line
-
-        execute_from_command_line(["salon", *argv])
-    except ImproperlyConfigured as exc:
-        # Raised late by some settings (a database engine that cannot be loaded …).
-        print(f"agent-salon: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        # Ctrl-C in a command (or during `serve`'s migrations): stop, no traceback.
-        print("agent-salon: interrupted", file=sys.stderr)
-        return 130
-    return 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
+from types import SimpleNamespace
 
 # difflib and pathlib are imported where used: a Claude Code hook reads its settings
 # through this module on every turn, and neither is needed then.
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 KNOWN = {
     "AGENT_SALON_PORT": "9315",
     "AGENT_SALON_BIND": "127.0.0.1",
-    "AGENT_SALON_DB": "./agent-salon.db",
+    "AGENT_SALON_DB": "",  # salon.store: salon.db in the user's data directory
     "AGENT_SALON_ALLOWED_HOSTS": "localhost,127.0.0.1,::1",
     "AGENT_SALON_ALIASES": "",
     "AGENT_SALON_CONFIG": "",
@@ -37,9 +38,42 @@ KNOWN = {
     "AGENT_SALON_SESSION_IDLE": "7d",
     "AGENT_SALON_DEFAULT_ROOM": "salon",
     "AGENT_SALON_HEADLESS": "",
+    # 1 when something already runs `salon wait` for the whole session (the plugin's
+    # monitor): the SessionStart context then asks for no Monitor of its own
+    "AGENT_SALON_WATCHED": "0",
     "AGENT_SALON_DEBUG": "0",
     # days of stats ledger rows `salon prune` keeps (bus.stats)
     "AGENT_SALON_STATS_DAYS": "30",
+    # the letterbox and the safety net (SPEC §14, bus.services.triage): the judge command,
+    # its timeout in seconds, and an off switch for each half
+    "AGENT_SALON_TRIAGE_CMD": "",
+    "AGENT_SALON_TRIAGE_TIMEOUT": "10",
+    "AGENT_SALON_TRIAGE": "on",
+    "AGENT_SALON_SAFETY_NET": "on",
+    # relay mode (`salon relay serve`, docs/RELAY.md): the secret is the one required value
+    "AGENT_SALON_RELAY_SECRET": "",
+    "AGENT_SALON_RELAY_RETENTION_HOURS": "168",
+    "AGENT_SALON_RELAY_MAX_ENTRY_BYTES": "131072",
+    "AGENT_SALON_RELAY_RATE": "600",
+    "AGENT_SALON_RELAY_ROOM_ENTRIES": "100000",
+    "AGENT_SALON_RELAY_ROOM_BYTES": "268435456",
+}
+
+# A relay secret shorter than this is refused: it signs every invite and keys every
+# device token's hash.
+MIN_RELAY_SECRET_CHARS = 16
+
+
+# What a caller brings along to a running server: who it is, not how the store behaves.
+PER_CALLER = {
+    "AGENT_SALON_NAME",
+    "AGENT_SALON_ROOM",
+    "AGENT_SALON_HEADLESS",
+    "AGENT_SALON_WATCHED",
+    "AGENT_SALON_CONFIG",
+    "AGENT_SALON_PORT",
+    "AGENT_SALON_BIND",
+    "AGENT_SALON_DEBUG",
 }
 
 
@@ -86,6 +120,111 @@ def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     if not path:
         return env
     return {**read_config_file(path), **env}
+
+
+def settings_key(values: Mapping[str, str]) -> str:
+    """A digest of every setting that shapes what the bus answers (all but PER_CALLER):
+    a command is answered by a running server only when both hold the same."""
+    import hashlib
+
+    shaping = sorted(
+        (name, values.get(name, "").strip())
+        for name in (*KNOWN, "DATABASE_URL", "REDIS_URL")
+        if name not in PER_CALLER
+    )
+    return hashlib.sha256(repr(shaping).encode()).hexdigest()[:16]
+
+
+def read(values: Mapping[str, str]) -> SimpleNamespace:
+    """Every scalar setting, parsed strictly (ConfigError names the variable).
+
+    Django-free, so a command checks its settings before it asks a running server: a
+    malformed value is refused everywhere, never half-honoured.
+    """
+    from bus.rules import RuleError, parse_aliases, parse_duration, validate_name
+
+    cfg = Settings(values)
+    headless = cfg.optional_flag("AGENT_SALON_HEADLESS")
+    result = SimpleNamespace(
+        port=cfg.port("AGENT_SALON_PORT"),
+        bind=_bind_address(cfg.text("AGENT_SALON_BIND") or "127.0.0.1"),
+        long_chars=cfg.integer("AGENT_SALON_LONG_CHARS", minimum=1),
+        inbox_chars=cfg.integer("AGENT_SALON_INBOX_CHARS"),
+        stats_days=cfg.integer("AGENT_SALON_STATS_DAYS", minimum=1, maximum=3650),
+        require_tokens=cfg.flag("AGENT_SALON_REQUIRE_TOKENS"),
+        debug=cfg.flag("AGENT_SALON_DEBUG"),
+        allowed_hosts=cfg.items("AGENT_SALON_ALLOWED_HOSTS"),
+        default_room=cfg.text("AGENT_SALON_DEFAULT_ROOM") or "salon",
+        agent_name=cfg.text("AGENT_SALON_NAME"),
+        agent_rooms=cfg.items("AGENT_SALON_ROOM"),
+        headless={None: "", True: "1", False: "0"}[headless],
+        relay_secret=cfg.text("AGENT_SALON_RELAY_SECRET"),
+        relay_retention_hours=cfg.integer(
+            "AGENT_SALON_RELAY_RETENTION_HOURS", minimum=1, maximum=24 * 3650
+        ),
+        # the largest ciphertext of one entry: content (64 KiB) and meta (16 KiB) fit
+        relay_max_entry_bytes=cfg.integer("AGENT_SALON_RELAY_MAX_ENTRY_BYTES", minimum=1024),
+        relay_rate=cfg.integer("AGENT_SALON_RELAY_RATE", minimum=1),
+        relay_room_entries=cfg.integer("AGENT_SALON_RELAY_ROOM_ENTRIES", minimum=1),
+        relay_room_bytes=cfg.integer("AGENT_SALON_RELAY_ROOM_BYTES", minimum=1024),
+        triage_cmd=triage_command(cfg.text("AGENT_SALON_TRIAGE_CMD")),
+        triage_timeout=cfg.integer("AGENT_SALON_TRIAGE_TIMEOUT", minimum=1, maximum=600),
+        triage_letterbox=cfg.flag("AGENT_SALON_TRIAGE"),
+        triage_net=cfg.flag("AGENT_SALON_SAFETY_NET"),
+    )
+    if result.relay_secret and len(result.relay_secret) < MIN_RELAY_SECRET_CHARS:
+        raise ConfigError(
+            f"AGENT_SALON_RELAY_SECRET is {len(result.relay_secret)} characters long; use at "
+            f"least {MIN_RELAY_SECRET_CHARS} (e.g. the output of `openssl rand -hex 32`)"
+        )
+    for variable, what, names in (
+        ("AGENT_SALON_DEFAULT_ROOM", "room", [result.default_room]),
+        ("AGENT_SALON_ROOM", "room", result.agent_rooms),
+        ("AGENT_SALON_NAME", "agent", [result.agent_name] if result.agent_name else []),
+    ):
+        for name in names:
+            try:
+                validate_name(name, what)
+            except RuleError as exc:
+                raise ConfigError(f"{variable}: {exc}") from None
+    try:
+        result.aliases = parse_aliases(cfg.raw("AGENT_SALON_ALIASES"))
+    except RuleError as exc:
+        raise ConfigError(f"AGENT_SALON_ALIASES: {exc}") from None
+    try:
+        result.session_idle = parse_duration(cfg.text("AGENT_SALON_SESSION_IDLE") or "7d")
+    except RuleError as exc:
+        raise ConfigError(f"AGENT_SALON_SESSION_IDLE: {exc}") from None
+    return result
+
+
+def triage_command(value: str) -> list[str]:
+    """AGENT_SALON_TRIAGE_CMD as an argument list, split like a shell would (no shell
+    runs it: nothing in it is expanded); empty = no judge."""
+    import shlex
+
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise ConfigError(
+            f"AGENT_SALON_TRIAGE_CMD={value[:80]!r} cannot be split into words ({exc}); "
+            "check its quotes"
+        ) from None
+
+
+def _bind_address(value: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", value):
+        return value  # a host name such as localhost
+    raise ConfigError(
+        f"AGENT_SALON_BIND={value!r} is not an address to listen on; use an IP address "
+        "such as 127.0.0.1 or 0.0.0.0 (the port goes in AGENT_SALON_PORT)"
+    )
 
 
 def unknown_variables(values: Mapping[str, str]) -> list[str]:

@@ -13,10 +13,7 @@ variable or accept anything; Settings refuses a bad value naming it.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
-import secrets
 import tempfile
 import warnings
 from pathlib import Path
@@ -24,8 +21,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from bus.rules import RuleError, parse_aliases, parse_duration, validate_name
-from salon.config import ConfigError, Settings, merged_environment, warn_unknown
+from salon.config import ConfigError, Settings, merged_environment, read, settings_key, warn_unknown
+from salon.store import DB_NAME, default_data_dir, fingerprint, locate, read_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -48,19 +45,6 @@ def _shown_url(url: str) -> str:
     except ValueError:
         pass
     return url
-
-
-def _bind_address(value: str) -> str:
-    try:
-        return str(ipaddress.ip_address(value))
-    except ValueError:
-        pass
-    if re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", value):
-        return value  # a host name such as localhost
-    raise ConfigError(
-        f"AGENT_SALON_BIND={value!r} is not an address to listen on; use an IP address "
-        "such as 127.0.0.1 or 0.0.0.0 (the port goes in AGENT_SALON_PORT)"
-    )
 
 
 def _database(url: str, sqlite_path: Path) -> dict:
@@ -87,10 +71,12 @@ def _database(url: str, sqlite_path: Path) -> dict:
             raise ConfigError(
                 f"DATABASE_URL={_shown_url(url)!r} is not a database URL ({exc}); {hint}"
             ) from None
-    if "." not in config.get("ENGINE", ""):
+    engine = config.get("ENGINE", "")
+    if engine not in ("django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"):
+        named = engine.rsplit(".", 1)[-1] or "none"
         raise ConfigError(
-            f"DATABASE_URL={_shown_url(url)!r} names no database engine django-environ "
-            f"knows; {hint}"
+            f"DATABASE_URL={_shown_url(url)!r} names a database agent-salon does not run on "
+            f"({named}); {hint} (PostgreSQL), or leave it unset for the embedded SQLite store"
         )
     # Channels closes connections around every database_sync_to_async call when they are
     # older than CONN_MAX_AGE: with 0, a stream's every push would reconnect.
@@ -101,7 +87,10 @@ def _database(url: str, sqlite_path: Path) -> dict:
     return config
 
 
-def _channel_layer(url: str) -> dict:
+def _channel_layer(url: str, store: str) -> dict:
+    """The channel layer: in-process, or Redis with every key under this store's
+    fingerprint, so that two stores sharing one Redis never hear each other's groups
+    (seat.<id> is seat 1 of every store: one store's new stream would end another's)."""
     if not url:
         # channels' in-memory layer, with its expiry sweep run at most once a second.
         return {"BACKEND": "mcpgate.layers.SweepingInMemoryChannelLayer"}
@@ -116,107 +105,83 @@ def _channel_layer(url: str) -> dict:
         )
     import environ
 
-    return environ.Env.channels_url_config(url)
+    config = environ.Env.channels_url_config(url)
+    # channels_redis waits for a message with a 5 s blocking pop; redis-py 8 gives every
+    # read a 5 s socket timeout by default, which cut those waits ("Timeout reading").
+    config["CONFIG"]["hosts"] = [
+        {"address": address, "socket_timeout": 30, "socket_connect_timeout": 5}
+        for address in config["CONFIG"]["hosts"]
+    ]
+    config["CONFIG"]["prefix"] = f"salon.{store}"
+    return config
 
 
 try:
     _values = merged_environment()
     warn_unknown(_values)
-    _cfg = Settings(_values)
-    PORT = _cfg.port("AGENT_SALON_PORT")
-    BIND = _bind_address(_cfg.text("AGENT_SALON_BIND") or "127.0.0.1")
-    LONG_CHARS = _cfg.integer("AGENT_SALON_LONG_CHARS", minimum=1)
-    INBOX_CHARS = _cfg.integer("AGENT_SALON_INBOX_CHARS")
+    _read = read(_values)
+    PORT, BIND = _read.port, _read.bind
+    LONG_CHARS, INBOX_CHARS = _read.long_chars, _read.inbox_chars
     # The stats ledger's retention in days, enforced by `salon prune` (bus.stats).
-    STATS_DAYS = _cfg.integer("AGENT_SALON_STATS_DAYS", minimum=1, maximum=3650)
-    REQUIRE_TOKENS = _cfg.flag("AGENT_SALON_REQUIRE_TOKENS")
-    DEBUG = _cfg.flag("AGENT_SALON_DEBUG")
-    MCP_ALLOWED_HOSTS = _cfg.items("AGENT_SALON_ALLOWED_HOSTS")
-    DEFAULT_ROOM = _cfg.text("AGENT_SALON_DEFAULT_ROOM") or "salon"
-    AGENT_NAME = _cfg.text("AGENT_SALON_NAME")
-    AGENT_ROOMS = _cfg.items("AGENT_SALON_ROOM")
+    STATS_DAYS = _read.stats_days
+    REQUIRE_TOKENS, DEBUG = _read.require_tokens, _read.debug
+    MCP_ALLOWED_HOSTS = _read.allowed_hosts
+    DEFAULT_ROOM, AGENT_NAME, AGENT_ROOMS = _read.default_room, _read.agent_name, _read.agent_rooms
     # "" = decide from the hook input and the terminal; "1"/"0" force it.
-    HEADLESS = {None: "", True: "1", False: "0"}[_cfg.optional_flag("AGENT_SALON_HEADLESS")]
-    for _variable, _what, _names in (
-        ("AGENT_SALON_DEFAULT_ROOM", "room", [DEFAULT_ROOM]),
-        ("AGENT_SALON_ROOM", "room", AGENT_ROOMS),
-        ("AGENT_SALON_NAME", "agent", [AGENT_NAME] if AGENT_NAME else []),
-    ):
-        for _name in _names:
-            try:
-                validate_name(_name, _what)
-            except RuleError as exc:
-                raise ConfigError(f"{_variable}: {exc}") from None
-    try:
-        ALIASES = parse_aliases(_cfg.raw("AGENT_SALON_ALIASES"))
-    except RuleError as exc:
-        raise ConfigError(f"AGENT_SALON_ALIASES: {exc}") from None
-    try:
-        SESSION_IDLE = parse_duration(_cfg.text("AGENT_SALON_SESSION_IDLE") or "7d")
-    except RuleError as exc:
-        raise ConfigError(f"AGENT_SALON_SESSION_IDLE: {exc}") from None
-    DB_PATH = Path(_cfg.text("AGENT_SALON_DB") or "./agent-salon.db").expanduser().resolve()
+    HEADLESS = _read.headless
+    ALIASES, SESSION_IDLE = _read.aliases, _read.session_idle
+    # Relay mode (relay/server.py): on only when the secret is set.
+    RELAY_SECRET = _read.relay_secret
+    RELAY_RETENTION_HOURS = _read.relay_retention_hours
+    RELAY_MAX_ENTRY_BYTES, RELAY_RATE = _read.relay_max_entry_bytes, _read.relay_rate
+    RELAY_ROOM_ENTRIES, RELAY_ROOM_BYTES = _read.relay_room_entries, _read.relay_room_bytes
+    # The letterbox and the safety net (bus.services.triage): off without a command.
+    TRIAGE_CMD, TRIAGE_TIMEOUT = _read.triage_cmd, _read.triage_timeout
+    TRIAGE_LETTERBOX, TRIAGE_NET = _read.triage_letterbox, _read.triage_net
+    _cfg = Settings(_values)
+    _where = locate(_values)
+    DB_PATH = _where.db_path or _where.data_dir / "salon.db"
     DATABASE_URL = _cfg.text("DATABASE_URL")
     REDIS_URL = _cfg.text("REDIS_URL")
     DATABASES = {"default": _database(DATABASE_URL, DB_PATH)}
-    CHANNEL_LAYERS = {"default": _channel_layer(REDIS_URL)}
+    # A running server answers a command's request only if the command's settings have
+    # the same key (mcpgate.local).
+    SETTINGS_KEY = settings_key(_values)
+    # How /healthz names this store (salon.store.fingerprint), and whether it is the
+    # default one, which a command line needs nothing to find (`salon install`).
+    STORE_FINGERPRINT = fingerprint(DATABASE_URL or os.path.realpath(DB_PATH))
+    CHANNEL_LAYERS = {"default": _channel_layer(REDIS_URL, STORE_FINGERPRINT)}
+    # This user's data directory whatever the store (`salon install --plugin` keeps the
+    # plugin there).
+    USER_DATA_DIR = default_data_dir()
+    DEFAULT_STORE = (
+        not DATABASE_URL
+        and not REDIS_URL
+        and not _cfg.text("AGENT_SALON_CONFIG")
+        and os.path.realpath(DB_PATH) == os.path.realpath(default_data_dir() / DB_NAME)
+    )
 except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
 
-def _data_dir() -> Path:
-    """Where the generated secret (and the hooks' log) live.
-
-    Embedded: next to the SQLite file, which every process of that salon names. With
-    DATABASE_URL, the SQLite path no longer names anything shared, and a secret beside
-    it would differ per working directory (every entry would read as tampered from
-    another one): unless AGENT_SALON_DB is given, use one directory per user instead,
-    $XDG_DATA_HOME/agent-salon. Several machines must share AGENT_SALON_SECRET.
-    """
-    if not DATABASE_URL or _cfg.values.get("AGENT_SALON_DB", "").strip():
-        return DB_PATH.parent
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base).expanduser() / "agent-salon"
-
-
-DATA_DIR = _data_dir()
-
-
-def _load_or_create_secret() -> str:
-    """AGENT_SALON_SECRET, else a secret generated once into the data dir (mode 600)."""
-    given = _cfg.text("AGENT_SALON_SECRET")
-    if given:
-        return given
-    path = DATA_DIR / ".agent-salon-secret"
-    try:
-        return path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        pass
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    secret = secrets.token_hex(32)
-    # Written whole to a private temporary file, then hard-linked into place: the link
-    # fails if the secret exists, so two processes starting at once agree on the first
-    # one, and nobody ever reads a created-but-still-empty file (an empty key).
-    draft = DATA_DIR / f".agent-salon-secret.{os.getpid()}.{secrets.token_hex(4)}"
-    with draft.open("x", encoding="ascii") as fd:
-        draft.chmod(0o600)
-        fd.write(secret + "\n")
-    try:
-        os.link(draft, path)
-    except FileExistsError:
-        secret = path.read_text(encoding="ascii").strip()
-    finally:
-        draft.unlink()
-    return secret
-
-
-SALON_SECRET = _load_or_create_secret()
+# Where the store's data directory and secret are: salon.store (which also creates them,
+# before settings are read: salon/cli.py, manage.py). Reading settings writes nothing.
+DATA_DIR = _where.data_dir
+SALON_SECRET = read_secret(_values)
 SECRET_KEY = "django-" + SALON_SECRET
+# Staff sessions live in their signed cookie, not in the store: nothing read from the
+# database opens the admin (the cookie is signed with the secret, a file of its own).
+SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
 
-ALLOWED_HOSTS = ["*"]  # /mcp checks Host/Origin itself against MCP_ALLOWED_HOSTS
+# Host and Origin are checked against MCP_ALLOWED_HOSTS (AGENT_SALON_ALLOWED_HOSTS) by the
+# /mcp consumer and, for every other path, by salon.middleware (first in MIDDLEWARE), with
+# a clean 403 instead of Django's DisallowedHost and its traceback per request.
+ALLOWED_HOSTS = ["*"]
 INSTALLED_APPS = [
+    # First: its `runserver` (daphne's, with the open-bind warning) wins over daphne's own.
+    "salon",
     "daphne",
-    "django.contrib.admin",
+    "salon.apps.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -230,7 +195,8 @@ INSTALLED_APPS = [
 ]
 
 # The lean app set of the bus commands hooks and cron run on every turn (`salon send`,
-# `inbox`, `agents` …; the list is salon.cli.LEAN_COMMANDS). Loading daphne (twisted,
+# `inbox`, `agents` …: bus.management.verbs), of `salon mcp`, and of the commands in
+# salon.cli.LEAN_COMMANDS (`salon wait`, `uninstall`). Loading daphne (twisted,
 # autobahn, OpenSSL), the admin and auth costs those commands most of their start-up
 # time, and they only touch bus rows through bus.services. The project's own apps all
 # stay (a model that points at a seat must be seen when `prune` deletes the seat;
@@ -238,10 +204,11 @@ INSTALLED_APPS = [
 # setting: `serve`, `migrate`, `makemigrations`, `createsuperuser`, `check`, `shell`
 # and every other command keep INSTALLED_APPS, so a migration never runs without them.
 NOT_FOR_CLI = {
+    "salon",  # the daemon's metrics: a command's would die with it
     "daphne",  # the ASGI server
     "channels",  # the channel layer is reached through channels.layers, app or not
     "django_filters",  # the admin's history filters
-    "django.contrib.admin",
+    "salon.apps.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -251,7 +218,8 @@ NOT_FOR_CLI = {
 CLI_APPS = [app for app in INSTALLED_APPS if app not in NOT_FOR_CLI]
 
 MIDDLEWARE = [
-    "salon.metrics.RequestTimingMiddleware",  # first: times everything below it
+    "salon.middleware.HostOriginMiddleware",  # first: nothing below sees a refused request
+    "salon.metrics.RequestTimingMiddleware",  # times everything below it
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -266,7 +234,13 @@ ASGI_APPLICATION = "salon.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [Path(__file__).resolve().parent / "templates"],  # the admin's overrides
+        # The project's templates (the admin's overrides, the staff pages): the top-level
+        # templates/ of a checkout, installed as salon/templates by `pip install .`.
+        "DIRS": [
+            path
+            for path in (BASE_DIR / "templates", Path(__file__).resolve().parent / "templates")
+            if path.is_dir()
+        ][:1],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

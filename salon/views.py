@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.staticfiles.views import serve
-from django.db import connection
 from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from salon import metrics
+from salon import metrics, store
+from salon.health import database_problem
 
 
 @require_safe
 def healthz(request):
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-    except Exception as exc:  # any database failure means "not healthy"
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        return JsonResponse({"ok": False, "db": detail}, status=503)
-    return JsonResponse({"ok": True, "db": "ok"})
+    """Django's /healthz, for the test client and WSGI; under daphne the daemon answers it
+    on its ASGI path without Django (salon.health), the same way."""
+    problem = database_problem()
+    if problem is not None:
+        return JsonResponse({"ok": False, "db": problem}, status=503)
+    response = JsonResponse({"ok": True, "db": "ok"})
+    response[store.STORE_HEADER] = settings.STORE_FINGERPRINT  # `salon install --http` checks it
+    return response
 
 
 @require_safe
 def metrics_view(request):
-    return HttpResponse(metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
+    return HttpResponse(metrics.render(), content_type=metrics.CONTENT_TYPE)
 
 
 def static(request, path):

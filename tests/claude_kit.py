@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -92,6 +93,28 @@ def hook(env, kind, session, cwd: Path, *, headless: bool | None = False, **fiel
     )
 
 
+def stop_hooks_at_once(env, cwd: Path, n: int = 2) -> list[dict]:
+    """n interactive Stop hooks of WEB_SESSION started side by side; the blocks they
+    printed (each hook exits 0)."""
+    environment = dict(env, AGENT_SALON_HEADLESS="0")
+    payload = hook_input("stop", WEB_SESSION, cwd)
+    hooks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "salon.cli", "hook", "stop"],
+            env=environment,
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n)
+    ]
+    outputs = [p.communicate(payload, timeout=60) for p in hooks]
+    assert all(p.returncode == 0 for p in hooks), [err for _, err in outputs]
+    return [json.loads(out) for out, _ in outputs if out.strip()]
+
+
 def hook_json(done) -> dict | None:
     """A hook's result: exit 0, nothing on stderr, stdout one JSON object or nothing."""
     assert done.returncode == 0, done.stderr
@@ -131,11 +154,10 @@ def execute(env, sql: str, *params) -> None:
 
 
 def ledger(env, seat: str) -> list[tuple]:
-    """(entry type, content, woken, nudged?, announced?) for each ledger row of a seat."""
+    """(entry type, content, woken, told by) for each ledger row of a seat ("" untold)."""
     return query(
         env,
-        "SELECT e.type, e.content, w.woken, w.nudged_at IS NOT NULL, "
-        "w.announced_at IS NOT NULL FROM bus_wakedecision w "
+        "SELECT e.type, e.content, w.woken, w.told_by FROM bus_wakedecision w "
         "JOIN bus_seat s ON s.id = w.seat_id JOIN bus_entry e ON e.id = w.entry_id "
         "WHERE s.name = ? ORDER BY e.seq",
         seat,

@@ -40,7 +40,7 @@ def session_id() -> str:
 
 
 def make_room(name: str | None = None) -> Room:
-    return services.create_room(name=name or RoomFactory.build().name)[0]
+    return services.rooms.create_room(name=name or RoomFactory.build().name)[0]
 
 
 def set_liveness(seat: Seat, liveness: str) -> Seat:
@@ -64,16 +64,18 @@ def make_seat(
 ) -> Seat:
     """A seat of `agent` (a fresh session unless given; None = the bare agent name),
     member of `rooms`, with the liveness asked for."""
-    seat = services.check_in(agent=agent, session_id=session_id() if session == "new" else session)
+    seat = services.seats.check_in(
+        agent=agent, session_id=session_id() if session == "new" else session
+    )
     for room in rooms:
-        services.join_room(seat=seat, room=room if isinstance(room, str) else room.name)
+        services.rooms.join_room(seat=seat, room=room if isinstance(room, str) else room.name)
     return set_liveness(seat, liveness)
 
 
 def send(seat: Seat, room: Room | str, text: str = "a note.", **kwargs) -> dict:
     """send_entry with defaults: the room named, a FACT unless `type` says otherwise."""
     name = room if isinstance(room, str) else room.name
-    return services.send_entry(seat=seat, room=name, text=text, **kwargs)
+    return services.entries.send_entry(seat=seat, room=name, text=text, **kwargs)
 
 
 def entry_of(report: dict) -> Entry:

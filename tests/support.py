@@ -138,6 +138,7 @@ def migrate(env: dict[str, str]) -> None:
             connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     else:
         shutil.copyfile(template, env["AGENT_SALON_DB"])
+        os.chmod(env["AGENT_SALON_DB"], 0o600)  # as the store makes it: private
 
 
 _template: list[str] = []
@@ -167,22 +168,30 @@ class Daemon:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
     log_path: Path | None = None
+    command: tuple[str, ...] = ("serve",)  # ("relay", "serve") for a relay
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> Daemon:
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> Daemon:
+        """Start the process without waiting (several daemons start side by side)."""
         self.log_path = self.cwd / f"daemon-{self.port}.log"
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            salon_cmd("serve", "--port", str(self.port)),
+            salon_cmd(*self.command, "--port", str(self.port)),
             env=self.env,
             cwd=self.cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        return self
+
+    def wait_ready(self, timeout: float = 30) -> Daemon:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -286,9 +295,11 @@ def make_staff(env: dict[str, str], password: str, username: str = "staff") -> N
 
 
 def run_django_script(env: dict[str, str], code: str, cwd: Path, timeout: float = 120) -> str:
-    """Run `code` in a real process with Django set up on the store of `env` (seeding)."""
+    """Run `code` in a real process with Django set up on the store of `env` (seeding),
+    the store made ready first as every `salon` process makes it (its secret)."""
+    ready = "from salon import config, store; store.prepare(config.merged_environment())\n"
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", ready + code],
         env={**env, "DJANGO_SETTINGS_MODULE": "salon.settings"},
         cwd=cwd,
         capture_output=True,

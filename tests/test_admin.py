@@ -14,8 +14,8 @@ from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from bus import admin as bus_admin
-from bus import services
+from bus import services, signing
+from bus.admin import base as bus_admin
 from bus.models import Entry, Room, Seat
 from tests.factories import RoomFactory
 
@@ -36,14 +36,14 @@ def fast_passwords(settings):
 @pytest.fixture
 def team():
     RoomFactory(name="team")
-    seat = services.check_in(agent="web-app", session_id="aaaa1111")
-    services.join_room(seat=seat, room="team")
+    seat = services.seats.check_in(agent="web-app", session_id="aaaa1111")
+    services.rooms.join_room(seat=seat, room="team")
     return seat
 
 
 @pytest.fixture
 def entry(team):
-    report = services.send_entry(
+    report = services.entries.send_entry(
         seat=team,
         text="First line of the report.\n\nSecond paragraph <b>not bold</b>.",
         room="team",
@@ -60,7 +60,7 @@ def entry(team):
 
 def send_many(seat, n, *, text="entry {i}"):
     for i in range(n):
-        services.send_entry(seat=seat, text=text.format(i=i), room="team")
+        services.entries.send_entry(seat=seat, text=text.format(i=i), room="team")
 
 
 def page(response) -> str:
@@ -105,6 +105,42 @@ def test_staff_with_the_view_permission_can_browse(client, entry):
     assert client.get(detail(entry.id)).status_code == 200
 
 
+def test_staff_without_the_view_permission_cannot_open_the_stats_page(client):
+    user = User.objects.create_user("staff", password="pw-1234-long", is_staff=True)
+    client.force_login(user)
+
+    assert client.get("/admin/stats/").status_code == 403
+    assert "salon-stats-module" not in client.get("/admin/").content.decode()
+
+
+def test_the_mcp_session_pages_never_show_a_whole_session_id(admin_client):
+    from mcpgate import sessions
+
+    session = sessions.create_session(label="web", rooms=[], version="2025-11-25", client_info={})
+    session.claude_session_id = "3f9c1a20-0000-4000-8000-00000000cafe"
+    session.save()
+    sessions.bind_seat(session)
+
+    listing = page(admin_client.get("/admin/mcpgate/mcpsession/"))
+    found = page(admin_client.get("/admin/mcpgate/mcpsession/", {"q": "web"}))
+    seat = page(admin_client.get(f"/admin/bus/seat/{session.seat.pk}/change/"))
+
+    for html in (listing, found, seat):
+        assert session.id not in html and session.claude_session_id not in html
+    assert session.id[:8] + "…" in listing and session.id[:8] + "…" in found
+    assert admin_client.get(f"/admin/mcpgate/mcpsession/{session.id}/change/").status_code == 404
+
+
+def test_a_seat_of_a_session_that_has_not_checked_in_is_not_keyed_by_its_credential(db):
+    from mcpgate import sessions
+
+    session = sessions.create_session(label="web", rooms=[], version="2025-11-25", client_info={})
+    seat = sessions.bind_seat(session).seat
+
+    assert seat.name == f"web#{session.id[:8]}"
+    assert session.id not in seat.session_id
+
+
 # ---------------------------------------------------------------- read-only
 
 
@@ -120,7 +156,7 @@ def test_a_post_to_an_entry_page_is_refused_and_changes_nothing(admin_client, en
     assert response.status_code == 403
     entry.refresh_from_db()
     assert entry.content.startswith("First line")
-    assert services.verify_entry(entry)
+    assert signing.verify_entry(entry)
 
 
 def test_an_entry_cannot_be_deleted(admin_client, entry):
@@ -170,7 +206,7 @@ def test_the_entry_page_shows_the_whole_entry(admin_client, entry):
     assert "api#bbbb2222" in html  # delivered_to
     assert "web-app#dead0000" in html  # delivery_errors
     assert "10.0.0.7" in html
-    assert "mcp-session-1" in html
+    assert "mcp-sess…" in html and "mcp-session-1" not in html  # masked: a credential
     assert "✓ valid" in html
     assert "TAMPERED" not in html
 
@@ -220,9 +256,9 @@ def test_the_list_is_newest_first(admin_client, team):
 
 
 def test_the_list_applies_the_filters_from_the_query_string(admin_client, team):
-    ci = services.check_in(agent="ci")
-    services.send_entry(seat=ci, text="from ci", room="team")
-    services.send_entry(seat=team, text="from web-app", room="team")
+    ci = services.seats.check_in(agent="ci")
+    services.entries.send_entry(seat=ci, text="from ci", room="team")
+    services.entries.send_entry(seat=team, text="from web-app", room="team")
 
     html = page(admin_client.get(LIST + "?source=ci"))
 
@@ -359,8 +395,8 @@ def test_the_rooms_page_lists_rooms_with_entry_counts(admin_client, entry):
 
 
 def test_the_seats_page_shows_liveness_focus_and_quiet(admin_client, team):
-    services.declare_focus(seat=team, text="fixing the login form", phase="apply")
-    services.set_quiet(seat=team, duration=timedelta(hours=2))
+    services.seats.declare_focus(seat=team, text="fixing the login form", phase="apply")
+    services.seats.set_quiet(seat=team, duration=timedelta(hours=2))
 
     html = page(admin_client.get("/admin/bus/seat/"))
 
@@ -384,7 +420,8 @@ def test_mcp_sessions_have_a_read_only_page_when_the_model_exists(admin_client):
         pytest.skip("mcpgate.models.McpSession does not exist yet")
 
     assert admin_client.get("/admin/mcpgate/mcpsession/").status_code == 200
-    assert admin_client.get("/admin/mcpgate/mcpsession/add/").status_code == 403
+    # No add page (and no page keyed by a session id at all: the list is the whole view).
+    assert admin_client.get("/admin/mcpgate/mcpsession/add/").status_code == 404
 
 
 def test_the_admin_static_files_are_served_without_collectstatic(client):
@@ -403,3 +440,16 @@ def test_the_login_page_renders_with_the_salon_title(client):
     html = page(client.get("/admin/login/"))
 
     assert "agent-salon" in html
+
+
+def test_a_session_keeps_only_the_name_and_version_of_its_client(db):
+    from mcpgate import sessions
+
+    session = sessions.create_session(
+        label="web",
+        rooms=[],
+        version="2025-11-25",
+        client_info={"name": "claude-code", "version": "2.1", "blob": "x" * 10_000},
+    )
+
+    assert session.client_info == {"name": "claude-code", "version": "2.1"}

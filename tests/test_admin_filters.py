@@ -1,4 +1,4 @@
-"""bus.filters.EntryFilter on its own (no HTML): one claim per filter, on SQLite and on
+"""bus.admin.filters.EntryFilter on its own (no HTML): one claim per filter, on SQLite and on
 PostgreSQL alike (the `to` filters compare against the JSON text of a list)."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 from django.http import QueryDict
+from django.utils import timezone
 
 from bus import services
-from bus.filters import EntryFilter
+from bus.admin.filters import EntryFilter
 from bus.models import Entry
 from tests.factories import RoomFactory
 
@@ -31,7 +32,7 @@ def talk(monkeypatch):
     e6 ci → api-gateway                  team FACT      "gateway restarted"
     """
     clock = {"at": T0}
-    monkeypatch.setattr(services, "now", lambda: clock["at"])
+    monkeypatch.setattr(timezone, "now", lambda: clock["at"])
     RoomFactory(name="team")
     RoomFactory(name="ops")
     seats = {}
@@ -41,15 +42,15 @@ def talk(monkeypatch):
         ("api", "bbbb2222", ["team", "ops"]),
         ("api-gateway", "dddd4444", ["team"]),
     ):
-        seat = services.check_in(agent=agent, session_id=session)
+        seat = services.seats.check_in(agent=agent, session_id=session)
         for room in rooms:
-            services.join_room(seat=seat, room=room)
+            services.rooms.join_room(seat=seat, room=room)
         seats[seat.name] = seat
-    seats["ci"] = services.check_in(agent="ci")
+    seats["ci"] = services.seats.check_in(agent="ci")
     ids = {}
 
     def send(key, seat, room, type, to, text, re=None):
-        report = services.send_entry(
+        report = services.entries.send_entry(
             seat=seats[seat], text=text, room=room, type=type, to=to, re=re
         )
         ids[key] = report["id"]

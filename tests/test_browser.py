@@ -50,26 +50,28 @@ import django, os
 django.setup()
 from bus import services
 from bus.models import Entry
-services.create_room(name="team")
-web = services.check_in(agent="web-app", session_id="3f9c1a20-aaaa-4bbb-8ccc-000000000001")
-api = services.check_in(agent="api-service", session_id="c4e1aa01-aaaa-4bbb-8ccc-000000000002")
-docs = services.check_in(agent="docs", session_id="77aa0012-aaaa-4bbb-8ccc-000000000003")
+services.rooms.create_room(name="team")
+web = services.seats.check_in(agent="web-app", session_id="3f9c1a20-aaaa-4bbb-8ccc-000000000001")
+api = services.seats.check_in(
+    agent="api-service", session_id="c4e1aa01-aaaa-4bbb-8ccc-000000000002")
+docs = services.seats.check_in(agent="docs", session_id="77aa0012-aaaa-4bbb-8ccc-000000000003")
 for seat in (web, api, docs):
-    services.join_room(seat=seat, room="team")
-q = services.send_entry(seat=web, room="team", type="QUESTION", to=["api-service"],
+    services.rooms.join_room(seat=seat, room="team")
+q = services.entries.send_entry(seat=web, room="team", type="QUESTION", to=["api-service"],
     text="Who owns the session-cookie refresh? The login form loses the user after 15 min.")
-services.send_entry(seat=api, room="team", type="ANSWER", to=[web.name], re=q["id"],
+services.entries.send_entry(seat=api, room="team", type="ANSWER", to=[web.name], re=q["id"],
     text="I do. The refresh endpoint moved to /auth/refresh in v2.3; the old path 404s.\n\n"
          "Fix on your side: call `POST /auth/refresh` with the refresh token in the body.\n"
          "I will keep the old path alive until Friday.",
     meta={"kind": "reply", "ticket": "AUTH-412", "files": ["api/auth/views.py"]})
-services.send_entry(seat=docs, room="team", type="FACT",
+services.entries.send_entry(seat=docs, room="team", type="FACT",
     text="Docs for the v2.3 auth endpoints are published.")
-services.send_entry(seat=web, room="team", type="REQUEST", to=["docs"],
+services.entries.send_entry(seat=web, room="team", type="REQUEST", to=["docs"],
     text="Please add the refresh flow to the migration guide, with the curl example.")
-services.send_entry(seat=web, room="team", type="FACT",
+services.entries.send_entry(seat=web, room="team", type="FACT",
     text="Login form fixed and deployed to staging; " + "details follow. " * 12)
-bad = services.send_entry(seat=api, room="team", type="FACT", text="Deploy window is 14:00 UTC.")
+bad = services.entries.send_entry(
+    seat=api, room="team", type="FACT", text="Deploy window is 14:00 UTC.")
 Entry.objects.filter(id=bad["id"]).update(content="Deploy window is 04:00 UTC.")
 print(bad["id"])
 """
@@ -184,3 +186,56 @@ def test_staff_log_in_filter_by_source_and_time_and_open_an_entry(
 
     assert failed_assets == []
     context.close()
+
+
+def _shot(page, name: str) -> None:
+    """A screenshot in tests/artifacts/; with SALON_DOCS_SCREENSHOTS=1 also the copy the
+    README shows (docs/), so an ordinary run never changes a tracked file."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+    if os.environ.get("SALON_DOCS_SCREENSHOTS") == "1":
+        shutil.copy(ARTIFACTS / name, REPO / "docs" / name)
+
+
+def test_the_staff_pages_speak_the_browsers_zone_and_say_when_nothing_matches(
+    daemon, salon_with_history, browser
+):
+    context = browser.new_context(
+        viewport={"width": 1400, "height": 900}, timezone_id="Asia/Tokyo", locale="en-GB"
+    )
+    page = context.new_page()
+    page.goto(daemon.url + "/admin/login/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_contain_text("agent-salon")
+    expect(page.get_by_text("View site")).to_have_count(0)
+    expect(page.locator("#content-main")).to_contain_text("MCP sessions")
+
+    # A time typed without an offset is the browser's (Tokyo, UTC+9): an hour from now
+    # in Tokyo keeps the last hour's entries, the same digits read as UTC would not.
+    page.goto(daemon.url + "/admin/bus/entry/")
+    soon = (datetime.now(UTC) + timedelta(hours=9, minutes=-60)).strftime("%Y-%m-%d %H:%M")
+    page.fill("#id_since", soon)
+    page.select_option("#id_room", "team")
+    page.click("#salon-filter-form input[type=submit]")
+    assert "tz=Asia%2FTokyo" in page.url
+    expect(page.locator("#result_list tbody tr")).to_have_count(8)
+    expect(page.locator("#changelist-filter")).to_contain_text("browser's time zone")
+    _shot(page, "entries.png")
+
+    page.goto(daemon.url + "/admin/bus/entry/?source=web-ap")
+    expect(page.locator("#salon-empty")).to_contain_text("No entries match these filters.")
+    expect(page.locator("#salon-empty")).to_contain_text("did you mean web-app")
+    _shot(page, "entries-empty.png")
+
+    page.goto(daemon.url + "/admin/bus/seat/")
+    page.locator("#result_list th.field-name a").first.click()
+    expect(page.locator(".object-tools")).to_have_count(0)  # no "History" of admin edits
+    expect(page.locator("time").first).not_to_contain_text("UTC")
+
+    page.goto(daemon.url + "/admin/stats/")
+    expect(page.locator("#content")).to_contain_text("Stats")
+    ticks = page.locator("svg text[data-utc]").all_text_contents()
+    assert ticks and not any("UTC" in tick for tick in ticks)
+    _shot(page, "stats.png")

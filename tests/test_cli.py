@@ -9,7 +9,10 @@ and CLAUDE_CODE_SESSION_ID, set per call.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from tests.claude_kit import API_SEAT, WEB_SEAT, WEB_SESSION, api, salon, web
 from tests.support import (
@@ -131,11 +134,15 @@ def test_two_agents_hold_a_conversation_through_the_command_line(env):
     ]
 
 
-def test_send_human_output_is_the_report_as_indented_json(env):
+def test_send_says_for_people_what_it_sent_and_whom_it_wakes(env):
+    """REGRESSION: 2026-12-01 — without --json, send printed its report as JSON."""
     meet(env)
-    done = ok(web(env, "send", "team", "FACT", "hello"))
-    assert done.stdout.startswith("{\n  ")
-    assert json.loads(done.stdout)["room"] == "team"
+    done = ok(web(env, "send", "team", "QUESTION", "which port?", "--to", "api-service"))
+    [entry] = json.loads(ok(web(env, "history", "team", "--json")).stdout)["entries"]
+    assert done.stdout == (
+        f"sent QUESTION to api-service in team as {WEB_SEAT} (id {entry['id']})\n"
+        f"wakes: {API_SEAT}\n"
+    )
 
 
 # ---------------------------------------------------------------- identity
@@ -280,8 +287,7 @@ def test_prune_dry_is_refused_and_prunes_nothing(env):
 
 
 MISUSED = [
-    ["inbox", "--json"],  # no room: --json is a flag, never a room name
-    ["inbox", "--", "--json"],
+    ["inbox", "--", "--json"],  # --json is a flag, never a room name
     ["send", "--to", "api-service", "team"],
     ["send", "--meta", "kind=question", "team", "QUESTION", "hi"],
     ["send", "team", "NOTE", "hi"],
@@ -319,9 +325,22 @@ def test_send_create_makes_the_room(env):
     assert query(env, "SELECT last_seq FROM bus_room WHERE name = 'ops'") == [(1,)]
 
 
-def test_a_database_that_was_never_migrated_is_one_line_naming_migrate(tmp_path):
+def test_the_first_command_on_a_new_embedded_store_makes_its_tables(tmp_path):
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("the embedded store; PostgreSQL is the next test")
     (tmp_path / "fresh").mkdir()
     fresh = salon_env(tmp_path / "fresh")  # a new, empty store: never migrated
+
+    rooms = ok(web(fresh, "rooms", "--json"))
+
+    assert [room["room"] for room in json.loads(rooms.stdout)] == ["salon"]
+
+
+def test_a_postgresql_store_that_was_never_migrated_is_one_line_naming_migrate(tmp_path):
+    if not os.environ.get("DATABASE_URL"):
+        pytest.skip("PostgreSQL stores are made by `salon migrate`: the PostgreSQL pass")
+    (tmp_path / "fresh").mkdir()
+    fresh = salon_env(tmp_path / "fresh")
     try:
         line = refused(web(fresh, "inbox", "team"), code=1)
     finally:
@@ -496,13 +515,14 @@ def test_token_issue_prints_the_token_and_stores_only_its_hash(env):
 # ---------------------------------------------------------------- start-up
 
 
-def test_lean_commands_are_bus_commands_and_never_djangos_own():
-    from salon.cli import LEAN_COMMANDS
+def test_the_bus_verbs_are_bus_commands_and_never_djangos_own():
+    from bus.management import verbs
 
     commands = Path(__file__).resolve().parent.parent / "bus" / "management" / "commands"
-    ours = {p.stem for p in commands.glob("*.py")} - {"__init__", "serve"}
-    assert set(LEAN_COMMANDS) <= ours
-    assert not LEAN_COMMANDS & {
+    ours = {p.stem for p in commands.glob("*.py")} - {"__init__"}
+    # Every verb has its manage.py form; the others there run until Ctrl-C (watch).
+    assert ours - set(verbs.names()) == {"watch"}
+    assert not set(verbs.names()) & {
         "migrate",
         "makemigrations",
         "serve",

@@ -367,6 +367,7 @@ def test_a_real_process_reads_the_config_file_under_the_environment(tmp_path):
 
 def test_the_embedded_default_is_sqlite_at_agent_salon_db_and_the_in_process_layer(tmp_path):
     db = tmp_path / "where" / "salon.db"
+    db.parent.mkdir()
     got = _settings(
         tmp_path,
         "[settings.DATABASES['default']['ENGINE'], settings.DATABASES['default']['NAME'],"
@@ -424,13 +425,27 @@ def test_with_database_url_the_secret_lives_in_one_place_whatever_the_working_di
     assert secrets[0][0] == str(tmp_path / "xdg" / "agent-salon")
 
 
-def test_redis_url_selects_the_channels_redis_layer(tmp_path):
+def test_redis_url_selects_the_channels_redis_layer_with_reads_longer_than_its_pops(tmp_path):
+    """channels_redis blocks 5 s in a pop: a socket timeout of 5 s (redis-py 8's default)
+    cut those waits, so every host gets a longer one."""
     got = _settings(
-        tmp_path, "settings.CHANNEL_LAYERS['default']", REDIS_URL="redis://127.0.0.1:6379/3"
+        tmp_path,
+        "[settings.CHANNEL_LAYERS['default'], settings.STORE_FINGERPRINT]",
+        REDIS_URL="redis://127.0.0.1:6379/3",
     )
-    assert got == {
+    layer, store = got
+    assert layer == {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": ["redis://127.0.0.1:6379/3"]},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": "redis://127.0.0.1:6379/3",
+                    "socket_timeout": 30,
+                    "socket_connect_timeout": 5,
+                }
+            ],
+            "prefix": f"salon.{store}",
+        },
     }
 
 
@@ -499,17 +514,34 @@ def _secret_probe(env: dict[str, str]) -> subprocess.Popen:
     )
 
 
-def test_processes_starting_at_once_agree_on_one_generated_secret(tmp_path):
+def test_processes_starting_at_once_on_a_new_store_agree_on_one_secret_and_one_set_of_tables(
+    tmp_path,
+):
+    (tmp_path / "data").mkdir()
     env = sqlite_env(tmp_path, AGENT_SALON_DB=str(tmp_path / "data" / "salon.db"))
-    probes = [_secret_probe(env) for _ in range(8)]
-    secrets_seen = {probe.communicate(timeout=60)[0].strip() for probe in probes}
-    assert len(secrets_seen) == 1 and len(secrets_seen.pop()) == 64
-    # One file, private, and no half-written drafts left behind.
-    assert [p.name for p in (tmp_path / "data").iterdir()] == [".agent-salon-secret"]
+    firsts = [
+        subprocess.Popen(
+            [sys.executable, "-m", "salon.cli", "rooms", "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    answers = [first.communicate(timeout=120) for first in firsts]
+
+    assert [first.returncode for first in firsts] == [0] * 6, [err for _, err in answers]
+    assert {json.loads(out)[0]["room"] for out, _ in answers} == {"salon"}
+    secret = (tmp_path / "data" / ".agent-salon-secret").read_text().strip()
+    assert len(secret) == 64 and _secret_probe(env).communicate(timeout=60)[0].strip() == secret
+    # No half-written drafts left behind, and the secret is private.
+    assert not [p.name for p in (tmp_path / "data").iterdir() if ".agent-salon-secret." in p.name]
     assert (tmp_path / "data" / ".agent-salon-secret").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_given_agent_salon_secret_is_used_and_nothing_is_generated(tmp_path):
+    (tmp_path / "data").mkdir()
     env = sqlite_env(tmp_path, AGENT_SALON_DB=str(tmp_path / "data" / "salon.db"))
     env["AGENT_SALON_SECRET"] = "correct horse battery staple"
     probe = _secret_probe(env)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import claude
+from mcpgate.claude import commandline, hookinput, processes
 from tests.claude_kit import (
     API_SEAT,
     OPS_SEAT,
@@ -38,10 +38,12 @@ from tests.claude_kit import (
     ok_json,
     ops,
     project,
+    query,
     rooms_of,
     salon,
     seat_row,
     send,
+    stop_hooks_at_once,
     web,
 )
 from tests.support import run_salon
@@ -106,7 +108,18 @@ def test_session_start_checks_the_seat_in_and_tells_it_its_name_and_the_monitor_
     assert assigned["AGENT_SALON_DB"] == env["AGENT_SALON_DB"]  # also where the secret is
     if env.get("DATABASE_URL"):
         assert assigned["DATABASE_URL"] == env["DATABASE_URL"]
-    assert "Monitor" in text and "timeout_ms 1800000" in text
+    assert "Monitor" in text and "timeout_ms 600000" in text and "arm it again" in text
+
+
+def test_a_session_the_plugin_monitor_watches_is_asked_to_arm_nothing(env, webdir):
+    """The plugin runs `salon wait` for the whole session: a second watch would be a
+    wasted turn, so its SessionStart hook (AGENT_SALON_WATCHED=1) asks for none."""
+    ok(salon(env, "rooms", "--create", "team"))
+    text = context(start({**env, "AGENT_SALON_WATCHED": "1"}, webdir))
+    assert "the agent-salon plugin's monitor watches the bus for this whole session" in text
+    assert "Arm the Monitor" not in text and "timeout_ms" not in text
+    assert not any(line.strip().endswith(" wait") for line in text.splitlines())
+    assert " inbox team" in text  # how to read and write is still said
 
 
 def test_the_printed_monitor_command_runs_as_the_same_seat(env, webdir):
@@ -130,6 +143,7 @@ def test_session_start_names_live_siblings_and_unread_counts_waking_first(env, w
     ok(salon(env, "rooms", "--create", "team"))
     ok(salon(env, "rooms", "--create", "lobby"))
     start(env, webdir, session=WEB_SESSION_2)
+    start(env, webdir)  # checked in to its default room (team) first, then joins lobby
     ok(api(env, "join", "team"))
     ok(api(env, "join", "lobby"))
     ok(web(env, "join", "lobby"))
@@ -175,7 +189,7 @@ def test_the_stop_hook_nudges_once_per_entry(env, webdir):
     send(env, api, "team", "REQUEST", "please review the schema", "--to", "web-app")
     reason = stop(env, webdir)["reason"]
     assert "please review the schema" in reason and "first question" not in reason
-    assert [row[3] for row in ledger(env, WEB_SEAT)] == [True, True]
+    assert [row[3] for row in ledger(env, WEB_SEAT)] == ["stop", "stop"]
 
 
 def test_a_nudge_is_not_a_delivery(env, webdir):
@@ -210,36 +224,22 @@ def test_a_quiet_seat_is_not_nudged_until_the_quiet_ends(env, webdir):
 def test_two_stop_hooks_at_once_nudge_an_entry_once(env, webdir):
     the_team(env, webdir)
     send(env, api, "team", "QUESTION", "who owns the login form?")
-    environment = dict(env, AGENT_SALON_HEADLESS="0")
-    payload = hook_input("stop", WEB_SESSION, webdir)
-    hooks = [
-        subprocess.Popen(
-            [sys.executable, "-m", "salon.cli", "hook", "stop"],
-            env=environment,
-            cwd=webdir,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    outputs = [p.communicate(payload, timeout=60) for p in hooks]
-    assert all(p.returncode == 0 for p in hooks)
-    blocks = [json.loads(out) for out, _ in outputs if out.strip()]
+    blocks = stop_hooks_at_once(env, webdir)
     assert len(blocks) == 1 and "who owns the login form?" in blocks[0]["reason"]
 
 
-def test_the_stop_hook_asks_for_a_focus_once_when_someone_else_is_live(env, webdir):
+def test_the_focus_request_rides_once_in_the_session_start_context_never_in_a_block(env, webdir):
     ok(salon(env, "rooms", "--create", "team"))
-    start(env, webdir)
-    assert stop(env, webdir) is None  # nobody else is here
+    assert "Declare a focus" not in context(start(env, webdir))  # nobody else is here
     ok(api(env, "join", "team"))
-    output = stop(env, webdir)
-    assert output["decision"] == "block"
-    assert f"others are live in your rooms (team: {API_SEAT})" in output["reason"]
-    assert " focus " in output["reason"]
-    assert stop(env, webdir) is None  # asked once, ever
+    assert stop(env, webdir) is None  # a focus request alone never holds a turn
+    assert seat_row(env, WEB_SEAT)[1] is None
+
+    text = context(start(env, webdir))  # the session resumes, with api-service live
+
+    assert f"others are live in your rooms (team: {API_SEAT})" in text
+    assert "Declare a focus" in text and " focus " in text
+    assert "Declare a focus" not in context(start(env, webdir))  # asked once, ever
     assert seat_row(env, WEB_SEAT)[1] is not None
 
 
@@ -264,7 +264,7 @@ def test_a_headless_run_is_checked_in_told_its_name_and_never_blocked(env, webdi
     assert f"this run is {WEB_SEAT}" in context(start(env, webdir, headless=True))
     send(env, api, "team", "QUESTION", "who owns the login form?")
     assert stop(env, webdir, headless=True) is None
-    assert [row[2:4] for row in ledger(env, WEB_SEAT)] == [(True, False)]
+    assert [row[2:4] for row in ledger(env, WEB_SEAT)] == [(True, "")]
     assert seat_row(env, WEB_SEAT)[0] is not None
 
 
@@ -274,8 +274,55 @@ def test_a_headless_run_does_not_consume_the_interactive_seats_nudge(env, webdir
     send(env, api, "team", "QUESTION", "who owns the login form?")
     assert stop(env, webdir, session=WEB_SESSION_2, headless=True) is None
     assert stop(env, webdir, headless=True) is None  # the same session, run with -p
-    assert [row[3] for row in ledger(env, WEB_SEAT)] == [False]
+    assert [row[3] for row in ledger(env, WEB_SEAT)] == [""]
     assert stop(env, webdir)["decision"] == "block"
+
+
+def test_session_start_lists_an_entry_never_told_and_nothing_tells_it_again(env, webdir):
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "asked while the session was away")
+
+    text = context(start(env, webdir))
+
+    assert f'QUESTION from {API_SEAT} in "team": "asked while the session was away"' in text
+    assert "inbox team" in text
+    assert stop(env, webdir) is None
+    assert ok(web(env, "wait", "--once")).stdout == ""
+    assert "asked while" not in context(start(env, webdir))
+    assert [row[3] for row in ledger(env, WEB_SEAT)] == ["start"]
+
+
+def test_an_entry_the_monitor_printed_does_not_hold_the_turn_as_well(env, webdir):
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+
+    assert "who owns the login form?" in ok(web(env, "wait", "--once")).stdout
+
+    assert stop(env, webdir) is None
+    assert [row[3] for row in ledger(env, WEB_SEAT)] == ["monitor"]
+
+
+def test_an_entry_read_in_the_inbox_is_told_by_the_reading(env, webdir):
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+    ok(web(env, "peek", "team"))  # a peek shows it without marking it read
+
+    assert stop(env, webdir) is None
+    assert ok(web(env, "wait", "--once")).stdout == ""
+    assert [row[3] for row in ledger(env, WEB_SEAT)] == ["inbox"]
+
+
+def test_a_block_for_an_entry_pushed_before_says_it_was_pushed(env, webdir):
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+    # What the push path records when it hands the entry to an open stream.
+    execute(env, "UPDATE bus_wakedecision SET push_seq = 1, pushed_at = decided_at")
+    pushed = query(env, "SELECT pushed_at FROM bus_wakedecision")[0][0]
+
+    reason = stop(env, webdir)["reason"]
+
+    assert "who owns the login form?" in reason
+    assert f"(also pushed {str(pushed)[11:19]} UTC)" in reason
 
 
 # ---------------------------------------------------------------- heartbeat
@@ -330,16 +377,29 @@ def test_a_store_in_a_directory_that_cannot_exist_exits_0_silently_and_is_logged
     done = hook(broken, kind, WEB_SESSION, webdir)
     assert (done.returncode, done.stdout) == (0, "")
     uid = os.getuid()
-    lines = _log_lines(Path(env["TMPDIR"]) / f"agent-salon-{uid}" / claude.LOG_NAME)
+    lines = _log_lines(Path(env["TMPDIR"]) / f"agent-salon-{uid}" / hookinput.LOG_NAME)
     assert len(lines) == 1 and f"salon hook {kind}" in lines[0]
 
 
-def test_a_store_that_was_never_migrated_exits_0_silently_and_is_logged(env, webdir, tmp_path):
+def test_a_store_that_cannot_be_opened_exits_0_silently_and_is_logged(env, webdir, tmp_path):
     missing = tmp_path / "no-such-dir" / "salon.db"
     done = hook(dict(_no_pg(env), AGENT_SALON_DB=str(missing)), "stop", WEB_SESSION, webdir)
     assert (done.returncode, done.stdout) == (0, "")
-    (line,) = _log_lines(missing.parent / claude.LOG_NAME)
-    assert "salon hook stop" in line and "no such table" in line
+    uid = os.getuid()
+    (line,) = _log_lines(Path(env["TMPDIR"]) / f"agent-salon-{uid}" / hookinput.LOG_NAME)
+    assert "salon hook stop" in line and "does not exist" in line
+
+
+def test_the_first_hook_on_a_new_store_makes_its_tables(env, webdir, tmp_path):
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    done = hook(
+        dict(_no_pg(env), AGENT_SALON_DB=str(fresh / "salon.db")),
+        "session-start",
+        WEB_SESSION,
+        webdir,
+    )
+    assert done.returncode == 0 and "this session is web-app#3f9c1a20" in done.stdout
 
 
 @pytest.mark.parametrize("garbage", ["", "not json", "[1, 2]", '{"session_id": 7}'])
@@ -348,7 +408,7 @@ def test_garbage_on_stdin_exits_0_with_nothing_on_stdout(env, webdir, garbage):
         "hook", "stop", env=dict(env, AGENT_SALON_HEADLESS="0"), cwd=webdir, stdin=garbage
     )
     assert (done.returncode, done.stdout) == (0, "")
-    assert len(_log_lines(Path(env["AGENT_SALON_DB"]).parent / claude.LOG_NAME)) == 1
+    assert len(_log_lines(Path(env["AGENT_SALON_DB"]).parent / hookinput.LOG_NAME)) == 1
 
 
 def test_a_malformed_setting_does_not_fail_the_hook(env, webdir):
@@ -465,7 +525,7 @@ def test_agent_salon_headless_forces_either_way(env, tmp_path, webdir):
 
 
 def _proc(argv, tty=True, pid=10):
-    return claude.Proc(pid=pid, ppid=1, argv=tuple(argv), tty=tty, start="1")
+    return processes.Proc(pid=pid, ppid=1, argv=tuple(argv), tty=tty, start="1")
 
 
 @pytest.mark.parametrize(
@@ -490,37 +550,37 @@ def _proc(argv, tty=True, pid=10):
     ],
 )
 def test_headless_rule(chain, terminal, headless):
-    assert claude.decide_headless(None, chain, terminal) is headless
+    assert processes.decide_headless(None, chain, terminal) is headless
 
 
 def test_headless_rule_is_forced_by_the_variable():
     chain = [_proc(["claude", "-p"])]
-    assert claude.decide_headless(False, chain, False) is False
-    assert claude.decide_headless(True, [_proc(["claude"])], True) is True
+    assert processes.decide_headless(False, chain, False) is False
+    assert processes.decide_headless(True, [_proc(["claude"])], True) is True
 
 
 def test_the_process_chain_reaches_this_test():
-    chain = claude.ancestors(os.getpid())
+    chain = processes.ancestors(os.getpid())
     assert chain[0].pid == os.getpid() and chain[0].argv[0].endswith(
         ("python", "python3", "pytest")
     )
-    assert chain[0].start == claude.read_proc(os.getpid()).start
+    assert chain[0].start == processes.read_proc(os.getpid()).start
 
 
 def test_ps_gives_the_same_chain_as_proc():
-    here = claude._read_ps(os.getpid())
+    here = processes._read_ps(os.getpid())
     assert here is not None and here.ppid == os.getppid()
 
 
 def test_commands_quote_every_value_and_never_carry_the_secret(tmp_path):
-    env = claude.store_env(
+    env = commandline.store_env(
         database_url="",
         redis_url="",
         db_path=tmp_path / "my data" / "salon.db",
         environ={"AGENT_SALON_SECRET": "s3cret"},
     )
     env.update(AGENT_SALON_NAME="web-app", CLAUDE_CODE_SESSION_ID="x'y")
-    line = claude.shell_command(env, ["/venv/bin/python", "-m", "salon.cli", "wait"])
+    line = commandline.shell_command(env, ["/venv/bin/python", "-m", "salon.cli", "wait"])
     assert "s3cret" not in line
     assert shlex.split(line) == [
         f"AGENT_SALON_DB={tmp_path / 'my data' / 'salon.db'}",
@@ -535,7 +595,7 @@ def test_commands_quote_every_value_and_never_carry_the_secret(tmp_path):
 
 def test_a_config_file_is_named_instead_of_its_secrets(tmp_path):
     config = tmp_path / "salon.env"
-    env = claude.store_env(
+    env = commandline.store_env(
         database_url="postgres://u:pw@db/salon",
         redis_url="redis://r:6379/0",
         db_path=tmp_path / "data" / "salon.db",
@@ -548,6 +608,6 @@ def test_a_config_file_is_named_instead_of_its_secrets(tmp_path):
 
 
 def test_pythonpath_is_carried_only_when_it_found_agent_salon():
-    root = str(Path(claude.__file__).resolve().parent.parent)
-    assert claude.pythonpath_env({"PYTHONPATH": f"/elsewhere:{root}"}) == {"PYTHONPATH": root}
-    assert claude.pythonpath_env({"PYTHONPATH": "/elsewhere"}) == {}
+    root = str(Path(commandline.__file__).resolve().parents[2])
+    assert commandline.pythonpath_env({"PYTHONPATH": f"/elsewhere:{root}"}) == {"PYTHONPATH": root}
+    assert commandline.pythonpath_env({"PYTHONPATH": "/elsewhere"}) == {}

@@ -1,5 +1,5 @@
 """How entries get in and who is told: /notify on the consumers' database thread, and the
-doorbell table of bus/doorbell.py, checked on real daemons, CLIs and stdio servers."""
+doorbell table of bus/bell.py, checked on real daemons, CLIs and stdio servers."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import sys
 
 import pytest
@@ -11,6 +12,7 @@ from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from mcpgate import stdio
 from tests.test_mcp_client import ChannelParams, nothing_arrives
 
 pytestmark = pytest.mark.slow
@@ -78,3 +80,17 @@ async def test_a_stdio_seat_is_live_while_the_process_runs(env, tmp_path):
         agents = (await session.call_tool("agents", {})).structured_content
     seats = {s["seat"]: s["liveness"] for a in agents["agents"] for s in a["seats"]}
     assert seats["worker#33333333"] == "live"
+
+
+async def test_an_overlong_line_is_skipped_in_pieces_and_the_next_one_is_read(monkeypatch):
+    """SPEC §12: a line over the limit is answered with an error, never held whole."""
+    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(stdio, "SKIP_BYTES", 10)
+    reader = io.BufferedReader(io.BytesIO(b"x" * 1000 + b"\n" + b'{"a": 1}\n'))
+    server = stdio.StdioServer(None, reader, io.BytesIO(), host=None)
+
+    lines = server.read_lines()
+    first, second, end = [await lines.get() for _ in range(3)]
+
+    assert isinstance(first, stdio.OverlongLine) and first.size == 1001
+    assert (second, end) == (b'{"a": 1}\n', None)

@@ -1,20 +1,23 @@
-"""/metrics (Prometheus text format 0.0.4), the in-process registry behind it, and
+"""/metrics (Prometheus text format 0.0.4, from prometheus-client's registry), and
 /healthz's answer when the database does not answer (SPEC §11)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 from django.db import OperationalError, connection
+from prometheus_client import REGISTRY
 
 from bus import services
+from mcpgate import metrics as serving
 from salon import metrics
-from salon.metrics import Registry
 from tests.factories import RoomFactory
 
 # One sample line: name{labels} value
@@ -55,88 +58,52 @@ def sample(text: str, name: str, **labels) -> float | None:
     return None
 
 
-# ---------------------------------------------------------------- the registry
+# ---------------------------------------------------------------- what is exposed
 
 
-def test_a_counter_adds_up_per_label_set():
-    registry = Registry()
-    registry.inc("salon_pushes_total")
-    registry.inc("salon_pushes_total", amount=2)
-    registry.inc("jobs_total", kind="a")
-    registry.inc("jobs_total", kind="b", amount=5)
-
-    text = registry.render()
-
-    assert sample(text, "salon_pushes_total") == 3
-    assert sample(text, "jobs_total", kind="a") == 1
-    assert sample(text, "jobs_total", kind="b") == 5
-    assert "# TYPE jobs_total counter" in text
-    assert_exposition(text)
+def value(name: str, **labels) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0
 
 
-def test_a_counter_cannot_go_down():
-    with pytest.raises(ValueError, match="only go up"):
-        Registry().inc("salon_pushes_total", amount=-1)
+def test_the_serving_metrics_are_exposed_at_zero_before_first_use():
+    text = metrics.render().decode()
 
-
-def test_a_gauge_is_set_not_added():
-    registry = Registry()
-    registry.set_gauge("salon_live_streams", 4)
-    registry.set_gauge("salon_live_streams", 2)
-
-    assert sample(registry.render(), "salon_live_streams") == 2
-
-
-def test_a_histogram_has_cumulative_buckets_sum_and_count():
-    registry = Registry()
-    for seconds in (0.003, 0.02, 0.02, 0.7, 30):
-        registry.observe("salon_request_duration_seconds", seconds, path="/notify")
-
-    text = registry.render()
-
-    name = "salon_request_duration_seconds"
-    assert sample(text, f"{name}_bucket", le="0.005", path="/notify") == 1
-    assert sample(text, f"{name}_bucket", le="0.025", path="/notify") == 3
-    assert sample(text, f"{name}_bucket", le="1", path="/notify") == 4
-    assert sample(text, f"{name}_bucket", le="10", path="/notify") == 4
-    assert sample(text, f"{name}_bucket", le="+Inf", path="/notify") == 5
-    assert sample(text, f"{name}_count", path="/notify") == 5
-    assert sample(text, f"{name}_sum", path="/notify") == pytest.approx(30.743)
+    for name in ("salon_pushes_total", "salon_push_failures_total", "salon_live_streams"):
+        assert sample(text, name) is not None
+        assert f"# HELP {name} " in text
+    assert "# TYPE salon_wake_decisions_total counter" in text
     assert "# TYPE salon_request_duration_seconds histogram" in text
     assert_exposition(text)
 
 
-def test_declared_metrics_are_exposed_at_zero_before_first_use():
-    text = Registry().render()
+def test_a_push_counts_once_and_a_stream_is_a_gauge_that_goes_both_ways():
+    pushes, streams = value("salon_pushes_total"), value("salon_live_streams")
 
-    for name in ("salon_pushes_total", "salon_push_failures_total", "salon_live_streams"):
-        assert sample(text, name) == 0
-        assert f"# HELP {name} " in text
-    assert "# TYPE salon_wake_decisions_total counter" in text
+    serving.PUSHES.inc()
+    serving.LIVE_STREAMS.inc()
+    serving.LIVE_STREAMS.inc()
+    serving.LIVE_STREAMS.dec()
 
-
-def test_a_metric_keeps_one_type():
-    registry = Registry()
-    registry.set_gauge("things", 1)
-
-    with pytest.raises(ValueError, match="gauge"):
-        registry.inc("things")
+    text = metrics.render().decode()
+    assert sample(text, "salon_pushes_total") == pushes + 1
+    assert sample(text, "salon_live_streams") == streams + 1
+    serving.LIVE_STREAMS.dec()
 
 
-@pytest.mark.parametrize("name", ["bad-name", "9lives", "a b"])
-def test_a_name_that_prometheus_would_refuse_is_refused(name):
-    with pytest.raises(ValueError):
-        Registry().inc(name)
+def test_request_latency_has_cumulative_buckets_by_route():
+    route = "/a-route-of-this-test"
+    for seconds in (0.003, 0.02, 0.02, 0.7, 30):
+        serving.REQUEST_SECONDS.labels(path=route).observe(seconds)
 
+    text = metrics.render().decode()
 
-def test_label_values_are_escaped():
-    registry = Registry()
-    registry.inc("odd_total", path='a"b\\c\nd')
-
-    text = registry.render()
-
-    assert 'odd_total{path="a\\"b\\\\c\\nd"} 1' in text
-    assert_exposition(text)
+    name = "salon_request_duration_seconds"
+    assert sample(text, f"{name}_bucket", le="0.005", path=route) == 1
+    assert sample(text, f"{name}_bucket", le="0.025", path=route) == 3
+    assert sample(text, f"{name}_bucket", le="1.0", path=route) == 4
+    assert sample(text, f"{name}_bucket", le="+Inf", path=route) == 5
+    assert sample(text, f"{name}_count", path=route) == 5
+    assert sample(text, f"{name}_sum", path=route) == pytest.approx(30.743)
 
 
 # ---------------------------------------------------------------- the endpoint
@@ -155,9 +122,9 @@ def test_metrics_answers_prometheus_text(client):
 def test_entries_total_is_every_entry_stored_in_every_room(client):
     RoomFactory(name="team", last_seq=0)
     RoomFactory(name="ops")
-    seat = services.check_in(agent="ci")
+    seat = services.seats.check_in(agent="ci")
     for room in ("team", "team", "ops"):
-        services.send_entry(seat=seat, text="x", room=room)
+        services.entries.send_entry(seat=seat, text="x", room=room)
 
     text = client.get("/metrics").content.decode()
 
@@ -170,16 +137,16 @@ def test_wake_decisions_are_counted_by_reason_once_committed(
     client, django_capture_on_commit_callbacks
 ):
     RoomFactory(name="team")
-    writer = services.check_in(agent="web-app", session_id="aaaa1111")
-    reader = services.check_in(agent="api", session_id="bbbb2222")
+    writer = services.seats.check_in(agent="web-app", session_id="aaaa1111")
+    reader = services.seats.check_in(agent="api", session_id="bbbb2222")
     for seat in (writer, reader):
-        services.join_room(seat=seat, room="team")
-    before_claim = metrics.value("salon_wake_decisions_total", reason="claim")
-    before_fact = metrics.value("salon_wake_decisions_total", reason="not_a_claim")
+        services.rooms.join_room(seat=seat, room="team")
+    before_claim = value("salon_wake_decisions_total", reason="claim")
+    before_fact = value("salon_wake_decisions_total", reason="not_a_claim")
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.send_entry(seat=writer, text="who?", room="team", type="QUESTION")
-        services.send_entry(seat=writer, text="fyi", room="team", type="FACT")
+        services.entries.send_entry(seat=writer, text="who?", room="team", type="QUESTION")
+        services.entries.send_entry(seat=writer, text="fyi", room="team", type="FACT")
 
     text = client.get("/metrics").content.decode()
     assert sample(text, "salon_wake_decisions_total", reason="claim") == before_claim + 1
@@ -189,24 +156,24 @@ def test_wake_decisions_are_counted_by_reason_once_committed(
 @pytest.mark.django_db
 def test_a_rolled_back_send_counts_no_decision(django_capture_on_commit_callbacks):
     RoomFactory(name="team")
-    writer = services.check_in(agent="web-app", session_id="aaaa1111")
-    reader = services.check_in(agent="api", session_id="bbbb2222")
+    writer = services.seats.check_in(agent="web-app", session_id="aaaa1111")
+    reader = services.seats.check_in(agent="api", session_id="bbbb2222")
     for seat in (writer, reader):
-        services.join_room(seat=seat, room="team")
-    before = metrics.value("salon_wake_decisions_total", reason="claim")
+        services.rooms.join_room(seat=seat, room="team")
+    before = value("salon_wake_decisions_total", reason="claim")
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        services.send_entry(seat=writer, text="who?", room="team", type="QUESTION")
+        services.entries.send_entry(seat=writer, text="who?", room="team", type="QUESTION")
 
     # Not committed (the callbacks were not run): nothing counted yet.
     assert callbacks
-    assert metrics.value("salon_wake_decisions_total", reason="claim") == before
+    assert value("salon_wake_decisions_total", reason="claim") == before
 
 
 @pytest.mark.django_db
 def test_requests_are_timed_by_route_not_by_raw_path(client):
     name = "salon_request_duration_seconds"
-    before = sample(metrics.render(), f"{name}_count", path="/healthz") or 0
+    before = value(f"{name}_count", path="/healthz")
 
     client.get("/healthz")
     client.get("/healthz?x=1")
@@ -223,7 +190,7 @@ def test_the_admin_detail_route_is_one_series_for_every_entry(admin_client):
     admin_client.get("/admin/bus/entry/0190f0f0-0000-7000-8000-000000000001/change/")
     admin_client.get("/admin/bus/entry/0190f0f0-0000-7000-8000-000000000002/change/")
 
-    text = metrics.render()
+    text = metrics.render().decode()
 
     assert "0190f0f0" not in text
     assert "/admin/bus/entry/<path:object_id>/change/" in text
@@ -273,7 +240,13 @@ def test_a_daemon_whose_database_stopped_answering_answers_503(daemon, env, tmp_
     assert httpx.get(daemon.url + "/healthz", timeout=5).status_code == 200
 
     with database_unreachable(env, tmp_path):
-        response = httpx.get(daemon.url + "/healthz", timeout=5)
+        # The daemon reuses a successful check for up to a second (salon.health.MAX_AGE).
+        deadline = time.monotonic() + 10
+        while True:
+            response = httpx.get(daemon.url + "/healthz", timeout=5)
+            if response.status_code != 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
 
     assert response.status_code == 503
     assert response.json()["ok"] is False
@@ -312,3 +285,75 @@ def database_unreachable(env: dict[str, str], tmp_path: Path):
         db.unlink()
         for path, aside in moved:
             aside.rename(path)
+
+
+# ---------------------------------------------------------------- /healthz on the ASGI path
+
+
+def _asgi_get(path="/healthz", method="GET", headers=((b"host", b"127.0.0.1:8377"),)):
+    import asyncio
+
+    from salon.health import asgi_healthz
+
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "path": path, "method": method, "headers": list(headers)}
+    asyncio.run(asgi_healthz(scope, receive, send))
+    start, body = sent
+    return start["status"], dict(start["headers"]), body["body"]
+
+
+@pytest.fixture
+def fresh_health(monkeypatch):
+    from salon import health
+
+    monkeypatch.setattr(health, "health", health.Health())
+    return health
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_daemons_healthz_answers_ok_and_is_timed(fresh_health):
+    name = "salon_request_duration_seconds"
+    before = value(f"{name}_count", path="/healthz") or 0
+
+    status, headers, body = _asgi_get()
+
+    assert status == 200
+    assert headers[b"content-type"] == b"application/json"
+    assert json.loads(body) == {"ok": True, "db": "ok"}
+    assert value(f"{name}_count", path="/healthz") == before + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_daemons_healthz_refuses_a_foreign_host_and_other_methods(fresh_health):
+    status, _, body = _asgi_get(headers=[(b"host", b"evil.example")])
+    assert status == 403
+    assert "not allowed" in json.loads(body)["error"]
+
+    status, headers, _ = _asgi_get(method="POST")
+    assert status == 405
+    assert headers[b"allow"] == b"GET, HEAD"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_daemons_healthz_says_503_and_never_reuses_a_failure(fresh_health, monkeypatch):
+    calls = []
+
+    def probe():
+        calls.append(1)
+        return "unable to open database file" if len(calls) <= 2 else None
+
+    monkeypatch.setattr(fresh_health, "_probe", probe)
+
+    assert _asgi_get()[0] == 503
+    status, _, body = _asgi_get()
+    assert (status, json.loads(body)) == (503, {"ok": False, "db": "unable to open database file"})
+    assert _asgi_get()[0] == 200
+    assert _asgi_get()[0] == 200  # a success is reused (MAX_AGE): no fourth check
+    assert len(calls) == 3

@@ -34,8 +34,8 @@ def team():
     """Room `team` with web-app#aaaa1111 in it (live) and api#bbbb2222 (live)."""
     room = RoomFactory(name="team")
     for agent, session in (("web-app", "aaaa1111"), ("api", "bbbb2222")):
-        seat = services.check_in(agent=agent, session_id=session)
-        services.join_room(seat=seat, room="team")
+        seat = services.seats.check_in(agent=agent, session_id=session)
+        services.rooms.join_room(seat=seat, room="team")
     return room
 
 
@@ -153,16 +153,17 @@ def test_with_no_room_a_label_in_one_room_writes_there(client, salon_room, team)
     assert response.json()["room"] == "team"
 
 
-def test_with_no_room_a_label_in_several_rooms_is_asked_to_name_one(client, salon_room, team):
-    seat = services.check_in(agent="web-app", session_id="aaaa1111")
-    services.join_room(seat=seat, room="salon")
+def test_with_no_room_a_label_in_several_rooms_writes_into_its_primary_room(
+    client, salon_room, team
+):
+    """REGRESSION: 2026-12-01 — /notify answered 422 for a label in two rooms."""
+    seat = services.seats.check_in(agent="web-app", session_id="aaaa1111")
+    services.rooms.join_room(seat=seat, room="salon")  # after team: team stays primary
 
     response = post(client, {"content": "where?"}, label="web-app")
 
-    assert response.status_code == 422
-    assert response.json()["rooms"] == ["salon", "team"]
-    assert "room" in response.json()["error"]
-    assert not Entry.objects.exists()
+    assert response.status_code == 202
+    assert response.json()["room"] == "team"
 
 
 # ---------------------------------------------------------------- refusals, by status
@@ -306,7 +307,7 @@ def test_a_body_just_under_4_mib_is_not_413_but_the_content_rule(client, salon_r
 
 
 def test_a_label_with_a_token_needs_it_401_when_missing(client, salon_room):
-    services.issue_token(label="ci")
+    services.tokens.issue_token(label="ci")
 
     response = post(client, {"content": "hi"})
 
@@ -317,7 +318,7 @@ def test_a_label_with_a_token_needs_it_401_when_missing(client, salon_room):
 
 
 def test_a_wrong_token_is_401(client, salon_room):
-    services.issue_token(label="ci")
+    services.tokens.issue_token(label="ci")
 
     response = post(client, {"content": "hi"}, headers={"authorization": "Bearer salon_wrong"})
 
@@ -326,8 +327,8 @@ def test_a_wrong_token_is_401(client, salon_room):
 
 
 def test_a_token_of_another_label_is_401(client, salon_room):
-    services.issue_token(label="ci")
-    other = services.issue_token(label="deploy")
+    services.tokens.issue_token(label="ci")
+    other = services.tokens.issue_token(label="deploy")
 
     response = post(client, {"content": "hi"}, headers={"authorization": f"Bearer {other}"})
 
@@ -335,7 +336,7 @@ def test_a_token_of_another_label_is_401(client, salon_room):
 
 
 def test_the_right_token_is_accepted(client, salon_room):
-    token = services.issue_token(label="ci")
+    token = services.tokens.issue_token(label="ci")
 
     response = post(client, {"content": "hi"}, headers={"authorization": f"Bearer {token}"})
 
@@ -343,10 +344,10 @@ def test_the_right_token_is_accepted(client, salon_room):
 
 
 def test_a_revoked_token_is_401(client, salon_room):
-    token = services.issue_token(label="ci")
-    services.issue_token(label="ci")
-    services.revoke_tokens(label="ci")
-    services.issue_token(label="ci")
+    token = services.tokens.issue_token(label="ci")
+    services.tokens.issue_token(label="ci")
+    services.tokens.revoke_tokens(label="ci")
+    services.tokens.issue_token(label="ci")
 
     response = post(client, {"content": "hi"}, headers={"authorization": f"Bearer {token}"})
 
@@ -362,13 +363,13 @@ def test_with_require_tokens_every_label_needs_one(client, salon_room, settings)
 
 
 def test_a_label_without_tokens_needs_none(client, salon_room):
-    services.issue_token(label="deploy")
+    services.tokens.issue_token(label="deploy")
 
     assert post(client, {"content": "hi"}, label="ci").status_code == 202
 
 
 def test_the_token_is_checked_before_the_body(client, salon_room):
-    services.issue_token(label="ci")
+    services.tokens.issue_token(label="ci")
 
     response = post(client, raw="not json", content_type="text/plain")
 
@@ -396,7 +397,7 @@ def test_an_internal_failure_is_a_json_500_without_a_traceback(client, salon_roo
     def explode(**kwargs):
         raise RuntimeError("secret internals /home/x/db.py line 7")
 
-    monkeypatch.setattr(services, "send_entry", explode)
+    monkeypatch.setattr(services.entries, "send_entry", explode)
 
     response = post(client, {"content": "hi"})
 
@@ -479,3 +480,144 @@ def test_over_a_real_daemon_a_chunked_body_over_4_mib_is_413(daemon):
     )
 
     assert response.status_code == 413
+
+
+@pytest.mark.slow
+def test_over_a_real_daemon_notify_keeps_the_full_chains_headers_and_host_check(daemon):
+    """/notify runs on a lean middleware chain (salon.asgi.LeanHandler): the same answer
+    headers as every other Django path, and the same Host/Origin refusal."""
+    posted = httpx.post(daemon.url + "/notify?label=ci", json={"content": "h"}, timeout=10)
+    other = httpx.get(daemon.url + "/metrics", timeout=10)
+    foreign = httpx.post(
+        daemon.url + "/notify?label=ci",
+        json={"content": "h"},
+        headers={"Host": "evil.example"},
+        timeout=10,
+    )
+    wrong_method = httpx.get(daemon.url + "/notify?label=ci", timeout=10)
+
+    assert posted.status_code == 202
+    for name in ("x-frame-options", "x-content-type-options", "referrer-policy"):
+        assert posted.headers[name] == other.headers[name], name
+    assert posted.headers["cross-origin-opener-policy"] == "same-origin"
+    assert foreign.status_code == 403 and "not allowed" in foreign.json()["error"]
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
+
+
+@pytest.mark.slow
+def test_over_a_real_daemon_concurrent_posts_are_each_stored_once(daemon, env):
+    import asyncio
+
+    async def main():
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await asyncio.gather(
+                *(
+                    client.post(daemon.url + "/notify?label=ci", json={"content": f"c{i}"})
+                    for i in range(40)
+                )
+            )
+
+    responses = asyncio.run(main())
+
+    assert [r.status_code for r in responses] == [202] * 40
+    ids = {r.json()["id"] for r in responses}
+    assert len(ids) == 40
+    for entry_id in ids:
+        assert read_entry_elsewhere(env, entry_id)[0] == "ci"
+
+
+# ---------------------------------------------------------------- group commit
+
+
+def _notify_requests(bodies, label="ci"):
+    from django.test import RequestFactory
+
+    factory = RequestFactory()
+    return [
+        factory.post(f"/notify?label={label}", data=json.dumps(b), content_type="application/json")
+        for b in bodies
+    ]
+
+
+def _submit_all(requests, batches):
+    import asyncio
+
+    from django.db import connections
+
+    from relay import views
+
+    real = views._answer_batch
+
+    def recorded(batch):
+        batches.append(len(batch))
+        return real(batch)
+
+    async def main():
+        commit = views.GroupCommit()
+        return await asyncio.gather(*(commit.submit(r) for r in requests))
+
+    views._answer_batch = recorded
+    try:
+        return asyncio.run(main())
+    finally:
+        views._answer_batch = real
+        # The database thread's connection, closed: the test database can be dropped.
+        asyncio.run(views.on_database_thread(connections.close_all))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_posts_share_one_transaction_and_a_refused_one_rolls_back_alone():
+    RoomFactory(name="team")
+    bodies = [{"content": f"n{i}", "room": "team"} for i in range(5)]
+    bodies[2] = {"content": "lost", "room": "no-such-room"}
+    batches = []
+
+    responses = _submit_all(_notify_requests(bodies), batches)
+
+    assert batches == [5]  # one transaction for the five
+    assert [r.status_code for r in responses] == [202, 202, 404, 202, 202]
+    stored = list(Entry.objects.order_by("seq").values_list("content", flat=True))
+    assert stored == ["n0", "n1", "n3", "n4"]
+    assert [json.loads(r.content)["id"] for r in responses if r.status_code == 202] == [
+        str(i) for i in Entry.objects.order_by("seq").values_list("id", flat=True)
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_when_a_batchs_commit_fails_no_request_of_it_is_acknowledged_or_stored(monkeypatch):
+    from django.db import OperationalError, connections
+
+    RoomFactory(name="team")
+
+    def failing_commit(self):
+        raise OperationalError("disk I/O error")
+
+    monkeypatch.setattr(type(connections["default"]), "commit", failing_commit)
+    responses = _submit_all(
+        _notify_requests([{"content": f"n{i}", "room": "team"} for i in range(3)]), []
+    )
+    monkeypatch.undo()
+
+    assert [r.status_code for r in responses] == [500, 500, 500]
+    assert not Entry.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_stored_is_acknowledged_even_if_an_after_commit_callback_fails(monkeypatch):
+    from bus import signals
+
+    RoomFactory(name="team")
+
+    def broken(**kwargs):
+        raise RuntimeError("a receiver of entry_stored failed")
+
+    signals.entry_stored.connect(broken, weak=False)
+    try:
+        responses = _submit_all(
+            _notify_requests([{"content": f"n{i}", "room": "team"} for i in range(3)]), []
+        )
+    finally:
+        signals.entry_stored.disconnect(broken)
+
+    assert [r.status_code for r in responses] == [202, 202, 202]
+    assert Entry.objects.count() == 3

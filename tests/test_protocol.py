@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from mcpgate import greeting
 from mcpgate import protocol as p
 from mcpgate.protocol import (
     INTERNAL_ERROR,
@@ -195,8 +196,8 @@ def test_invalid_utf8_is_a_parse_error():
     assert (error.status, error.code, error.message) == (
         400,
         PARSE_ERROR,
-        "request body is not valid UTF-8 (bad byte at offset 34): "
-        "send the JSON-RPC message as UTF-8 JSON",
+        "request body is not valid JSON (not UTF-8, a bad byte at offset 34): "
+        "send one JSON-RPC 2.0 message as JSON",
     )
 
 
@@ -216,7 +217,7 @@ def test_an_empty_body_is_a_parse_error():
     assert (error.status, error.code, error.message) == (
         400,
         PARSE_ERROR,
-        "request body is empty: send one JSON-RPC 2.0 message as JSON",
+        "request body is not valid JSON (it is empty): send one JSON-RPC 2.0 message as JSON",
     )
 
 
@@ -225,8 +226,7 @@ def test_nan_is_a_parse_error():
     assert (error.status, error.code, error.message) == (
         400,
         PARSE_ERROR,
-        "request body is not valid JSON (NaN is not valid JSON): "
-        "send one JSON-RPC 2.0 message as JSON",
+        "request body is not valid JSON (NaN is not JSON): send one JSON-RPC 2.0 message as JSON",
     )
 
 
@@ -235,7 +235,8 @@ def test_deep_nesting_is_a_parse_error_not_a_crash():
     assert (error.status, error.code, error.message) == (
         400,
         PARSE_ERROR,
-        "request body is not valid JSON (nested too deeply): send one JSON-RPC 2.0 message as JSON",
+        "request body is not valid JSON (nested more than 512 levels deep): "
+        "send one JSON-RPC 2.0 message as JSON",
     )
 
 
@@ -244,7 +245,7 @@ def test_a_huge_integer_literal_is_a_parse_error_not_a_crash():
     assert (error.status, error.code, error.message) == (
         400,
         PARSE_ERROR,
-        "request body is not valid JSON (a number is too long): "
+        "request body is not valid JSON (a number is longer than 64 characters): "
         "send one JSON-RPC 2.0 message as JSON",
     )
 
@@ -254,8 +255,8 @@ def test_a_lone_surrogate_escape_is_refused_before_it_reaches_storage():
     assert (error.status, error.code, error.message) == (
         400,
         PARSE_ERROR,
-        "request body contains a lone UTF-16 surrogate escape (\\ud800-\\udfff without its "
-        "pair): send valid Unicode text",
+        "request body is not valid JSON (a lone UTF-16 surrogate escape (\\ud800-\\udfff "
+        "without its pair)): send one JSON-RPC 2.0 message as JSON",
     )
 
 
@@ -659,23 +660,51 @@ def test_the_header_names_are_lower_case_for_asgi():
 # ---------------------------------------------------------------- building messages
 
 
-def test_initialize_result_declares_tools_and_the_claude_channel():
-    result = p.initialize_result(
-        version="2025-06-18", instructions="Read the inbox.", server_version="0.1.0"
-    )
-    assert result == {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {"tools": {}, "experimental": {"claude/channel": {}}},
-        "serverInfo": {"name": "agent-salon", "version": "0.1.0"},
-        "instructions": "Read the inbox.",
-    }
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_the_initialize_answer_is_an_initialize_result_of_the_sdks_own_types(version):
+    import mcp_types
+
+    _, answer = greeting.initialize_answer(7, {"protocolVersion": version})
+
+    result = answer["result"]
+    typed = mcp_types.InitializeResult.model_validate(result)
+    dumped = typed.model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert dumped == result
+    assert answer["id"] == 7 and answer["jsonrpc"] == "2.0"
+    assert result["capabilities"] == {"tools": {}, "experimental": {"claude/channel": {}}}
+    assert result["serverInfo"]["name"] == "agent-salon"
+    assert result["protocolVersion"] == version
 
 
 def test_initialize_results_do_not_share_mutable_capabilities():
-    first = p.initialize_result(version="2025-11-25", instructions="", server_version="1")
+    first = greeting.initialize_result("2025-11-25")
     first["capabilities"]["tools"]["listChanged"] = True
-    second = p.initialize_result(version="2025-11-25", instructions="", server_version="1")
+    second = greeting.initialize_result("2025-11-25")
     assert second["capabilities"]["tools"] == {}
+
+
+def test_the_first_line_of_stdio_is_answered_only_when_it_is_plainly_initialize():
+    import io
+
+    init = (
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize",'
+        b'"params":{"protocolVersion":"2025-06-18"}}\n'
+    )
+    out = io.BytesIO()
+    assert greeting.answer_first_line(io.BytesIO(init), out, 1000) == ("2025-06-18", b"")
+    assert json.loads(out.getvalue())["result"]["protocolVersion"] == "2025-06-18"
+    for line in (
+        b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+        b'{"jsonrpc":"2.0","id":true,"method":"initialize"}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","extra":1}\n',
+        b"not json\n",
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize"}',  # stdin ended mid-line
+        init.replace(b'"2025-06-18"', b'"' + b"9" * 300 + b'"'),  # longer than allowed
+    ):
+        out = io.BytesIO()
+        version, rest = greeting.answer_first_line(io.BytesIO(line), out, 200)
+        assert (version, out.getvalue()) == (None, b"")
+        assert rest and line.startswith(rest)
 
 
 def test_result_message_wraps_the_result():

@@ -1,6 +1,6 @@
 """The push path of a daemon process: set-based claims, the claim coalescer, the keep-alive
 ticker and the in-process channel layer (mcpgate.delivery, mcpgate.layers,
-bus.services.claim_pushes_of_seats).
+bus.services.telling.claim_pushes_of_seats).
 
 The claims are judged on the ledger rows they write; the coalescer and the ticker on what
 real streams of a real daphne receive and on the rows the daemon wrote.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 
 import httpx
 import pytest
@@ -41,14 +40,14 @@ def test_one_claim_of_many_seats_gives_each_seat_each_waking_entry_once_in_order
     readers = [make_seat(f"reader-{n}", team) for n in range(30)]
     reports = [send(writer, team, f"q{n}?", type="QUESTION") for n in range(3)]
 
-    claimed = services.claim_pushes_of_seats(limits=_limits(readers))
+    claimed = services.telling.claim_pushes_of_seats(limits=_limits(readers))
 
     assert set(claimed) == {seat.pk for seat in readers}
     for pushes, more in claimed.values():
         assert [str(entry.id) for _, entry in pushes] == [r["id"] for r in reports]
         assert [push_seq for push_seq, _ in pushes] == [1, 2, 3]
         assert more == 0
-    assert services.claim_pushes_of_seats(limits=_limits(readers)) == {}
+    assert services.telling.claim_pushes_of_seats(limits=_limits(readers)) == {}
     assert WakeDecision.objects.filter(seat__in=readers, push_seq__isnull=True).count() == 0
     assert {s.push_counter for s in Seat.objects.filter(pk__in=_limits(readers))} == {3}
 
@@ -60,12 +59,12 @@ def test_a_claim_takes_at_most_each_seats_limit_and_says_how_many_more_wait(team
         send(writer, team, f"q{n}?", type="QUESTION", to=[busy.name])
     send(writer, team, "and you?", type="QUESTION", to=[calm.name])
 
-    claimed = services.claim_pushes_of_seats(limits={busy.pk: 2, calm.pk: 2})
+    claimed = services.telling.claim_pushes_of_seats(limits={busy.pk: 2, calm.pk: 2})
 
     assert [push_seq for push_seq, _ in claimed[busy.pk][0]] == [1, 2]
     assert claimed[busy.pk][1] == 3
     assert len(claimed[calm.pk][0]) == 1 and claimed[calm.pk][1] == 0
-    rest = services.claim_pushes_of_seats(limits={busy.pk: 100, calm.pk: 100})
+    rest = services.telling.claim_pushes_of_seats(limits={busy.pk: 100, calm.pk: 100})
     assert [push_seq for push_seq, _ in rest[busy.pk][0]] == [3, 4, 5]
     assert calm.pk not in rest
 
@@ -74,21 +73,56 @@ def test_a_claim_skips_entries_already_read_announced_or_left_behind(team):
     writer = make_seat("writer", team)
     reader, waiter, leaver = (make_seat(n, team) for n in ("reader", "waiter", "leaver"))
     send(writer, team, "anyone?", type="QUESTION")
-    services.read_inbox(seat=reader, room="team")  # read: the cursor moved past it
-    services.collect_wakes(seat=waiter)  # announced by the wait tool
-    services.part_room(seat=leaver, room="team")  # no longer in the room
+    services.reading.read_inbox(seat=reader, room="team")  # read: the cursor moved past it
+    services.telling.collect_wakes(seat=waiter)  # announced by the wait tool
+    services.rooms.part_room(seat=leaver, room="team")  # no longer in the room
 
-    assert services.claim_pushes_of_seats(limits=_limits([reader, waiter, leaver])) == {}
+    assert services.telling.claim_pushes_of_seats(limits=_limits([reader, waiter, leaver])) == {}
 
 
 def test_a_single_seat_claim_still_answers_pairs_of_push_seq_and_entry(team):
     writer, reader = make_seat("writer", team), make_seat("reader", team)
     report = send(writer, team, "ping?", type="QUESTION", to=[reader.name])
 
-    claimed, more = services.claim_pushes(seat=reader)
+    claimed, more = services.telling.claim_pushes(seat=reader)
 
     assert [(push_seq, str(entry.id)) for push_seq, entry in claimed] == [(1, report["id"])]
     assert more == 0
+
+
+def test_a_claim_writes_the_earlier_pushes_delivery_records_in_its_own_transaction(team):
+    from bus.models import Entry
+    from mcpgate import delivery
+
+    writer = make_seat("writer", team)
+    reader = make_seat("reader", team)
+    first = send(writer, team, "q1?", type="QUESTION")
+    second = send(writer, team, "q2?", type="QUESTION")
+    records = ({first["id"]: [reader.name]}, {second["id"]: ["gone#00000000"]})
+
+    claimed = delivery.claim_messages({reader.pk: 100}, records)
+
+    assert [str(entry.id) for _, entry, _ in claimed[reader.pk][0]] == [first["id"], second["id"]]
+    rows = dict(
+        Entry.objects.filter(pk__in=[first["id"], second["id"]]).values_list("pk", "delivered_to")
+    )
+    assert [rows[e.pk] for e in Entry.objects.order_by("seq")] == [[reader.name], []]
+    assert Entry.objects.get(pk=second["id"]).delivery_errors == ["gone#00000000"]
+
+
+def test_delivery_records_taken_and_put_back_are_kept():
+    from mcpgate import delivery
+
+    async def main():
+        records = delivery.DeliveryRecords()
+        records.add("e1", "a#1", ok=True)
+        records.add("e1", "b#2", ok=False)
+        taken = records.take()
+        assert records.take() == ({}, {})
+        records.put_back(*taken)
+        return records.take()
+
+    assert asyncio.run(main()) == ({"e1": ["a#1"]}, {"e1": ["b#2"]})
 
 
 @pytest.mark.django_db(transaction=True)
@@ -103,7 +137,7 @@ def test_concurrent_claims_of_the_same_seats_never_claim_a_row_twice():
 
     def claim_until_empty():
         try:
-            while claimed := services.claim_pushes_of_seats(limits=_limits(readers, 1)):
+            while claimed := services.telling.claim_pushes_of_seats(limits=_limits(readers, 1)):
                 for seat_id, (pushes, _) in claimed.items():
                     got.extend((seat_id, str(entry.id), seq) for seq, entry in pushes)
         except BaseException as exc:  # reported below; a thread cannot fail the test
@@ -155,10 +189,12 @@ async def client():
 
 
 async def open_streams(stack: contextlib.AsyncExitStack, client, base: str, label: str, n: int):
-    """n sessions, each its own seat in the default room, with its GET stream open."""
+    """n sessions, each its own seat in the default room (made by a first tool call), with
+    its GET stream open."""
 
     async def one(i: int):
         session = await RawSession(client, base, f"label={label}-{i}").open()
+        await session.result("rooms")
         stream = await stack.enter_async_context(session.stream())
         await stream.next(timeout=30, comments=True)  # "stream open"
         return session, stream
@@ -225,56 +261,71 @@ async def test_rings_arriving_during_a_claim_are_not_lost(daemon, client):
         assert event_ids == sorted(event_ids) and len(set(event_ids)) == 40
 
 
-def _liveness_rows(env, seats: list[str]) -> dict[str, tuple]:
-    marks = ", ".join("?" * len(seats))
-    rows = query_store(
-        env,
-        f"SELECT name, last_seen, live_until FROM bus_seat WHERE name IN ({marks})",
-        tuple(seats),
-    )
-    return {name: (last_seen, live_until) for name, last_seen, live_until in rows}
+class _Stream:
+    """What the ticker knows of an open stream (mcpgate.delivery.Stream)."""
+
+    def __init__(self, seat, session=None):
+        self.seat, self.session = seat, session
+        self.streaming = self.ready = True
+        self.live_until = None
+        self.events: list[dict] = []
+
+    async def send_event(self, message, event_id=None):
+        self.events.append(message)
 
 
-def _activity(env, session_ids: list[str]) -> dict[str, object]:
-    marks = ", ".join("?" * len(session_ids))
-    rows = query_store(
-        env,
-        f"SELECT id, last_active_at FROM mcpgate_mcpsession WHERE id IN ({marks})",
-        tuple(session_ids),
-    )
-    return dict(rows)
+@pytest.mark.django_db(transaction=True)
+async def test_one_tick_refreshes_every_open_streams_seat_and_session_and_none_closed():
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
 
+    from mcpgate import delivery
+    from mcpgate.models import McpSession
 
-@pytest.mark.slow
-async def test_the_keep_alive_ticker_refreshes_every_open_streams_seat_and_stops_refreshing_a_closed_one(  # noqa: E501
-    daemon, client
-):
-    async with contextlib.AsyncExitStack() as stack:
-        opened = await open_streams(stack, client, daemon.url, "ticking", 3)
-        seats = [f"ticking-{i}#{session.session_id[:8]}" for i, (session, _) in enumerate(opened)]
-        sessions = [session.session_id for session, _ in opened]
-        closing = opened[2][1]
-        await closing.__aexit__(None, None, None)
-        await asyncio.sleep(0.5)  # the daemon hears the disconnect and ends the seat's life
-        before = _liveness_rows(daemon.env, seats)
-        active_before = _activity(daemon.env, sessions)
-        started = time.monotonic()
-        # The ticker runs every 15 s from the first stream of the process.
-        await asyncio.sleep(17)
-        after = _liveness_rows(daemon.env, seats)
-        active_after = _activity(daemon.env, sessions)
-        still_open = [not stream.ended.is_set() for _, stream in opened[:2]]
-        keepalives = [
-            any(e.get("comment") == "keep-alive" for e in stream.queue._queue)
-            for _, stream in opened[:2]
+    def setup():
+        room = make_room("team")
+        seats = [make_seat(f"ticking-{n}", room) for n in range(3)]
+        sessions = [
+            McpSession.objects.create(
+                id=f"s{n}",
+                label="ticking",
+                protocol_version="2025-06-18",
+                last_active_at=timezone.now(),
+            )
+            for n in range(3)
         ]
+        return seats, sessions
 
-    assert time.monotonic() - started < 30
-    assert still_open == [True, True] and keepalives == [True, True]
+    def rows(seats, sessions):
+        return (
+            {
+                s.pk: (s.last_seen, s.live_until)
+                for s in Seat.objects.filter(pk__in=[x.pk for x in seats])
+            },
+            dict(
+                McpSession.objects.filter(pk__in=[x.pk for x in sessions]).values_list(
+                    "pk", "last_active_at"
+                )
+            ),
+        )
+
+    seats, sessions = await sync_to_async(setup)()
+    records = delivery.DeliveryRecords()
+    ticker = delivery.KeepAliveTicker(delivery.Claimer(records))
+    streams = [_Stream(seat, session) for seat, session in zip(seats, sessions, strict=True)]
+    for stream in streams:
+        ticker.streams.add(stream)  # open, without starting the 15-second loop
+    await ticker.remove(streams[2])  # closed before the tick
+    before = await sync_to_async(rows)(seats, sessions)
+
+    await ticker.tick()
+
+    seats_after, sessions_after = await sync_to_async(rows)(seats, sessions)
     for seat in seats[:2]:  # open: last_seen and live_until moved forward
-        assert after[seat][0] > before[seat][0]
-        assert after[seat][1] > before[seat][1]
-    for session_id in sessions[:2]:
-        assert active_after[session_id] > active_before[session_id]
-    assert after[seats[2]] == before[seats[2]]  # closed: not refreshed any more
-    assert active_after[sessions[2]] == active_before[sessions[2]]
+        assert seats_after[seat.pk][0] > before[0][seat.pk][0]
+        assert seats_after[seat.pk][1] > timezone.now()
+        assert [s.live_until for s in streams[:2]] == [seats_after[seat.pk][1]] * 2
+    for session in sessions[:2]:
+        assert sessions_after[session.pk] > before[1][session.pk]
+    assert seats_after[seats[2].pk] == before[0][seats[2].pk]  # closed: not refreshed
+    assert sessions_after[sessions[2].pk] == before[1][sessions[2].pk]

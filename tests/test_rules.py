@@ -609,52 +609,62 @@ def test_no_focus_is_not_stale():
 # --- clipping ---------------------------------------------------------------------
 
 
+def _clipped(text: str, limit: int) -> tuple[str, int | None]:
+    """(what inbox hands out, the full length when cut), checking the held-back count."""
+    clip = rules.clip(text, limit)
+    if clip.full is None:
+        assert clip.held_back == 0
+    else:
+        assert clip.text.endswith(f"+{clip.held_back} {TAIL}")
+    return clip.text, clip.full
+
+
 def test_clip_leaves_a_text_within_the_limit_alone():
-    assert rules.clip("x" * 20, 20) == ("x" * 20, None)
+    assert _clipped("x" * 20, 20) == ("x" * 20, None)
 
 
 def test_clip_with_limit_zero_is_off():
-    assert rules.clip("x" * 5000, 0) == ("x" * 5000, None)
+    assert _clipped("x" * 5000, 0) == ("x" * 5000, None)
 
 
 def test_clip_cuts_at_a_sentence_break_past_sixty_percent():
     text = "Alpha beta gamma. Delta epsilon zeta."  # 37 characters, ". " at 16
-    assert rules.clip(text, 20) == (f"Alpha beta gamma. … +20 {TAIL}", 37)
+    assert _clipped(text, 20) == (f"Alpha beta gamma. … +20 {TAIL}", 37)
 
 
 def test_clip_hard_cuts_when_the_only_break_is_early():
     text = "Hi. " + "x" * 30  # ". " at 2, well before 60 % of 20
-    assert rules.clip(text, 20) == ("Hi. " + "x" * 16 + f" … +14 {TAIL}", 34)
+    assert _clipped(text, 20) == ("Hi. " + "x" * 16 + f" … +14 {TAIL}", 34)
 
 
 def test_clip_hard_cuts_when_the_break_is_exactly_at_sixty_percent():
     text = "abcdefghijk. " + "y" * 20  # the kept part would be 12 characters = 60 % of 20
-    assert rules.clip(text, 20) == (text[:20] + f" … +13 {TAIL}", 33)
+    assert _clipped(text, 20) == (text[:20] + f" … +13 {TAIL}", 33)
 
 
 def test_clip_hard_cuts_a_text_with_no_break():
-    assert rules.clip("z" * 50, 10) == ("z" * 10 + f" … +40 {TAIL}", 50)
+    assert _clipped("z" * 50, 10) == ("z" * 10 + f" … +40 {TAIL}", 50)
 
 
 def test_clip_cuts_at_a_paragraph_break_before_the_blank_line():
     text = "First paragraph here\n\nsecond paragraph"  # 38 characters, "\n\n" at 20
-    assert rules.clip(text, 24) == (f"First paragraph here … +18 {TAIL}", 38)
+    assert _clipped(text, 24) == (f"First paragraph here … +18 {TAIL}", 38)
 
 
 def test_clip_takes_the_latest_break_of_either_kind():
     text = "One two three\n\nFour five. Six seven eight nine"  # "\n\n" at 13, ". " at 24
-    assert rules.clip(text, 30) == (f"One two three\n\nFour five. … +21 {TAIL}", 46)
+    assert _clipped(text, 30) == (f"One two three\n\nFour five. … +21 {TAIL}", 46)
 
 
 @pytest.mark.parametrize("mark", ["! ", "? ", ".\n"])
 def test_clip_cuts_at_exclamation_question_and_line_end_breaks(mark):
     text = "abcdefghijklmnop" + mark + "rest of it"  # break after 17 characters
-    assert rules.clip(text, 20) == ("abcdefghijklmnop" + mark[0] + f" … +11 {TAIL}", 28)
+    assert _clipped(text, 20) == ("abcdefghijklmnop" + mark[0] + f" … +11 {TAIL}", 28)
 
 
 def test_clip_keeps_a_sentence_ending_exactly_at_the_limit():
     text = "x" * 19 + ". tail"  # the full stop is the 20th character
-    assert rules.clip(text, 20) == ("x" * 19 + f". … +5 {TAIL}", 25)
+    assert _clipped(text, 20) == ("x" * 19 + f". … +5 {TAIL}", 25)
 
 
 # --- first cursor -----------------------------------------------------------------

@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import os
 import random
+import signal
 import sqlite3
 import time
 import uuid
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from tests.mcp_helpers import RawSession
-from tests.support import Daemon, drop_store, migrate, salon_env
+from tests.support import Daemon, drop_store, migrate, query_store, salon_env
 
 pytestmark = pytest.mark.slow
 
@@ -113,6 +114,48 @@ async def test_a_new_get_on_another_worker_closes_the_old_stream(workers, client
             assert not new.ended.is_set()
 
 
+@needs_scale
+async def test_two_stores_on_one_redis_never_end_or_ring_each_others_streams(tmp_path, client):
+    """REGRESSION (2026-12-01): the channel layer's groups were named seat.<id> with no
+    store in the name, so on one Redis a stream of store B on seat 1 told store A's
+    stream on seat 1 to let go: CI saw 50 of 50 streams end within a second, no push
+    reached any of them. Both stores' first seat is seat 1 here."""
+    daemons = []
+    try:
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            env = salon_env(tmp_path / name)
+            migrate(env)
+            daemons.append((Daemon(env=env, cwd=tmp_path / name), env))
+            daemons[-1][0].start()
+        (first, _), (second, _) = daemons
+        mine = await RawSession(client, first.url, "label=reader").open()
+        theirs = await RawSession(client, second.url, "label=reader").open()
+        await mine.seat(), await theirs.seat()
+        ids = [query_store(env, "SELECT id FROM bus_seat") for _, env in daemons]
+        assert ids[0] == ids[1] and len(ids[0]) == 1  # the same seat id in each store
+        async with mine.stream() as stream:
+            await stream.next(comments=True)
+            async with theirs.stream() as other:
+                await other.next(comments=True)
+                writer = await RawSession(client, second.url, "label=writer").open()
+                await writer.result("send", {"text": "only for store b", "type": "QUESTION"})
+                pushed_there = await other.next(timeout=5)
+                quiet_here = await stream.nothing_for(1.0)
+            assert not stream.ended.is_set()
+            report = await (await RawSession(client, first.url, "label=w").open()).result(
+                "send", {"text": "for store a", "type": "QUESTION"}
+            )
+            pushed_here = await stream.next(timeout=5)
+    finally:
+        for daemon, env in daemons:
+            daemon.stop()
+            drop_store(env)
+    assert pushed_there["message"]["params"]["content"] == "only for store b"
+    assert quiet_here
+    assert pushed_here["message"]["params"]["meta"]["id"] == report["id"]
+
+
 # ------------------------------------------------------------------ faults
 
 
@@ -123,6 +166,7 @@ class Reader:
     received: list[str] = field(default_factory=list)
     last_event: str | None = None
     reconnects: int = 0
+    streaming: bool = False
 
 
 async def follow(reader: Reader, urls, stop: asyncio.Event) -> None:
@@ -134,6 +178,7 @@ async def follow(reader: Reader, urls, stop: asyncio.Event) -> None:
         headers = {"last-event-id": reader.last_event} if reader.last_event else {}
         try:
             async with reader.session.stream(**headers) as stream:
+                reader.streaming = True
                 while not stop.is_set():
                     try:
                         event = await stream.next(timeout=0.5)
@@ -152,10 +197,11 @@ async def follow(reader: Reader, urls, stop: asyncio.Event) -> None:
             await asyncio.sleep(0.2)
 
 
-async def send_load(senders, readers, urls, total: int, seconds: float) -> list[str]:
+async def send_load(
+    senders, readers, urls, total: int, seconds: float, acknowledged: list[str]
+) -> list[str]:
     """`total` QUESTIONs spread over `seconds` from every sender, each through a worker
-    chosen in turn; returns the ids the server acknowledged."""
-    acknowledged: list[str] = []
+    chosen in turn; the ids the server acknowledged go into `acknowledged` as they come."""
     per_sender = total // len(senders)
     interval = seconds / per_sender
 
@@ -180,6 +226,13 @@ async def send_load(senders, readers, urls, total: int, seconds: float) -> list[
     return acknowledged
 
 
+async def until(condition, timeout: float = 60) -> None:
+    """Poll `condition` until it holds (or the timeout: the assertions then say why)."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
 async def run_fault(client, urls, kill_and_restart, stored_ids) -> dict:
     senders = [await RawSession(client, urls[0], f"label=sender-{n}").open() for n in range(4)]
     readers = []
@@ -191,13 +244,17 @@ async def run_fault(client, urls, kill_and_restart, stored_ids) -> dict:
         asyncio.create_task(follow(r, urls[i % len(urls) :] + urls[: i % len(urls)], stop))
         for i, r in enumerate(readers)
     ]
-    await asyncio.sleep(0.5)
-    load = asyncio.create_task(send_load(senders, readers, urls, total=2000, seconds=20))
-    await asyncio.sleep(7)
+    await until(lambda: all(r.streaming for r in readers))
+    acknowledged: list[str] = []
+    load = asyncio.create_task(
+        send_load(senders, readers, urls, total=1000, seconds=10, acknowledged=acknowledged)
+    )
+    await until(lambda: len(acknowledged) >= 250)  # a third of the load is in: kill now
     await asyncio.to_thread(kill_and_restart)
-    acknowledged = await load
+    at_restart = len(acknowledged)
+    await load
     # Let every reader catch up (a reconnect replays what it missed), then stop.
-    await asyncio.sleep(4)
+    await until(lambda: sum(len(set(r.received)) for r in readers) >= len(acknowledged))
     stop.set()
     await asyncio.gather(*followers)
     stored, by_target = stored_ids()
@@ -210,7 +267,7 @@ async def run_fault(client, urls, kill_and_restart, stored_ids) -> dict:
         "reconnects": sum(r.reconnects for r in readers),
     }
     print("fault test:", counts)
-    assert counts["acknowledged"] > 1000  # the load really ran through the fault
+    assert counts["acknowledged"] > at_restart + 50  # the load really ran through the fault
     assert counts["acknowledged_stored"] == counts["acknowledged"]
     assert counts["duplicates"] == 0
     for reader in readers:
@@ -286,6 +343,36 @@ def test_several_workers_without_redis_are_refused_with_the_fix(env, tmp_path):
     done = run_salon("serve", "--workers", "2", env={**env, "REDIS_URL": ""}, cwd=tmp_path)
     assert done.returncode != 0
     assert "REDIS_URL" in done.stderr and "Traceback" not in done.stderr
+
+
+@needs_scale
+def test_serve_workers_stopped_while_its_workers_start_exits_0_without_a_traceback(env, tmp_path):
+    """REGRESSION (2026-12-01): stopped soon after its start, `salon serve --workers 2`
+    printed a KeyboardInterrupt traceback: it passed its SIGINT on to a worker still
+    loading Django. It stops its workers with SIGTERM now, and a worker stopped while it
+    starts says nothing."""
+    import subprocess
+
+    from tests.support import free_port, salon_cmd
+
+    server = subprocess.Popen(
+        salon_cmd("serve", "--workers", "2", "--port", str(free_port())), env=env, cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        lines = []
+        for line in server.stdout:  # the banner's last line comes once both workers run
+            lines.append(line)
+            if "workers      :" in line:
+                break
+        server.send_signal(signal.SIGINT)  # the workers are still loading Django
+        output, _ = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert "workers      : 2" in "".join(lines)
+    assert "Traceback" not in output
+    assert server.returncode == 0
 
 
 @needs_scale

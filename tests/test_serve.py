@@ -109,20 +109,23 @@ def test_serve_listens_on_agent_salon_bind_and_port_from_the_environment(tmp_pat
     assert f"listening on http://127.0.0.1:{port}" in (tmp_path / "serve.log").read_text()
 
 
-def test_a_port_already_in_use_stops_serve_with_a_non_zero_exit(tmp_path, env):
+def test_a_port_already_in_use_is_one_line_before_any_banner_and_exit_1(tmp_path, env):
+    """REGRESSION: 2026-12-01 — the banner said "listening" before the bind failed, and
+    the refusal took several lines."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = run_salon("serve", "--port", str(port), env=env, cwd=tmp_path, timeout=60)
-    assert done.returncode != 0
-    assert "Address already in use" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.returncode == 1
+    assert done.stdout == ""  # no banner
+    assert done.stderr.count("\n") == 1
+    assert f"cannot listen on 127.0.0.1:{port}: the address is in use" in done.stderr
 
 
 @pytest.mark.django_db
 def test_a_non_loopback_bind_with_no_tokens_issued_prints_a_loud_warning():
-    from bus.management.commands.serve import Command
+    from salon.management.commands.serve import Command
 
     out, err = io.StringIO(), io.StringIO()
     Command(stdout=out, stderr=err).print_banner("0.0.0.0", 9315)
@@ -133,7 +136,7 @@ def test_a_non_loopback_bind_with_no_tokens_issued_prints_a_loud_warning():
 
 @pytest.mark.django_db
 def test_a_loopback_bind_prints_no_warning():
-    from bus.management.commands.serve import Command
+    from salon.management.commands.serve import Command
 
     out, err = io.StringIO(), io.StringIO()
     Command(stdout=out, stderr=err).print_banner("127.0.0.1", 9315)

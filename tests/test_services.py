@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from bus import doorbell, rules, services
+from bus import bell, rules, services, wire
 from bus.models import Entry, Membership, Room, Seat, Token, WakeDecision
 from bus.rules import RuleError
 from tests.factories import entry_of, make_room, make_seat, send, session_id, set_liveness
@@ -99,22 +99,44 @@ def test_an_entry_to_an_agent_wakes_all_its_seats(team):
     assert report["wakes"] == sorted([api_one.name, api_two.name])
 
 
-def test_a_single_addressee_given_as_a_string_is_one_name_not_its_letters(team):
+def test_the_send_tool_takes_a_single_addressee_as_a_string_not_its_letters(team):
+    from mcpgate import tools
+
     writer = make_seat("web", team)
     api = make_seat("api", team)
 
-    report = send(writer, team, "ping.", to="api")
+    class Caller:
+        label = "web"
+        session_id = ""
 
+        def seat(self):
+            return writer
+
+    result = tools.run_tool(
+        Caller(), tools.TOOLS["send"], {"text": "ping.", "room": "team", "to": "api"}
+    )
+
+    report = result["structuredContent"]
     assert (report["to"], report["wakes"]) == (["api"], [api.name])
 
 
 def test_an_entry_to_an_agent_reaches_its_remote_seats_by_the_name_without_the_device(team):
     writer = make_seat("web", team)
-    remote = make_seat("api@macmini", team)
+    [remote] = services.seats.remote_roster(
+        room=team, device="macmini", seats=[("api@macmini#7b02e5d1", rules.LIVE)],
+        live_for=timedelta(minutes=5),
+    )  # fmt: skip
 
     report = send(writer, team, "ping.", to=["api"])
 
-    assert report["wakes"] == [remote.name]
+    assert report["wakes"] == [remote]
+
+
+def test_a_local_caller_cannot_take_a_name_of_another_machine():
+    with pytest.raises(RuleError, match="another machine"):
+        services.seats.check_in(agent="api@macmini", session_id=session_id())
+
+    assert not Seat.objects.filter(agent__name="api@macmini").exists()
 
 
 def test_the_sender_is_never_woken_by_its_own_entry(team):
@@ -142,13 +164,13 @@ def test_an_answer_with_re_wakes_the_one_who_asked_and_nobody_else(team):
 def test_a_quiet_seat_is_not_woken_but_can_read_the_entry(team):
     writer = make_seat("web", team)
     quiet = make_seat("api", team)
-    services.set_quiet(seat=quiet, duration="2h")
+    services.seats.set_quiet(seat=quiet, duration="2h")
 
     report = send(writer, team, "please review.", type="REQUEST")
 
     assert report["wakes"] == []
     assert decisions_of(report) == {quiet.name: (False, "quiet")}
-    inbox = services.read_inbox(seat=quiet, room="team")
+    inbox = services.reading.read_inbox(seat=quiet, room="team")
     assert ids(inbox) == [report["id"]]
     assert inbox["entries"][0]["wakes"] is False
 
@@ -163,7 +185,7 @@ def test_an_expired_quiet_is_absent(team):
     report = send(writer, team, "please review.", type="REQUEST")
 
     assert report["wakes"] == [reader.name]
-    [api] = [a for a in services.agents_projection()["agents"] if a["agent"] == "api"]
+    [api] = [a for a in services.seats.agents_projection()["agents"] if a["agent"] == "api"]
     assert api["seats"][0]["quiet"] is False
 
 
@@ -180,7 +202,7 @@ def test_a_gone_seat_is_not_listed_in_wakes_but_its_decision_is_recorded(team):
 def test_a_parted_seat_is_neither_woken_nor_recorded(team):
     writer = make_seat("web", team)
     parted = make_seat("api", team)
-    services.part_room(seat=parted, room="team")
+    services.rooms.part_room(seat=parted, room="team")
 
     report = send(writer, team, "anyone?", type="QUESTION")
 
@@ -191,7 +213,7 @@ def test_a_parted_seat_is_neither_woken_nor_recorded(team):
 def test_focus_never_changes_who_is_woken(team):
     writer = make_seat("web", team)
     busy = make_seat("api", team)
-    services.declare_focus(seat=busy, text="deep in the migration", phase="blocked")
+    services.seats.declare_focus(seat=busy, text="deep in the migration", phase="blocked")
 
     report = send(writer, team, "anyone?", type="QUESTION")
 
@@ -199,18 +221,22 @@ def test_focus_never_changes_who_is_woken(team):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_doorbell_rings_the_woken_seats_only_after_the_entry_is_committed(monkeypatch):
+def test_the_doorbell_rings_the_woken_seats_only_after_the_entry_is_committed():
     team = make_room("team")
     writer = make_seat("web", team)
     api = make_seat("api", team)
     rung = []
-    monkeypatch.setattr(
-        doorbell, "ring", lambda *, entry_id, seat_ids: rung.append((str(entry_id), seat_ids))
-    )
 
-    with transaction.atomic():
-        report = send(writer, team, "anyone?", type="QUESTION")
-        before_commit = list(rung)
+    def ringer(entry_id, seat_ids):
+        rung.append((entry_id, seat_ids))
+
+    bell.add_ringer(ringer)
+    try:
+        with transaction.atomic():
+            report = send(writer, team, "anyone?", type="QUESTION")
+            before_commit = list(rung)
+    finally:
+        bell.remove_ringer(ringer)
 
     assert before_commit == []
     assert rung == [(report["id"], [api.pk])]
@@ -261,7 +287,7 @@ def test_an_addressee_with_no_live_seat_is_told_the_entry_waits(team):
 def test_a_quiet_addressee_is_named_with_until_when(team):
     writer = make_seat("web", team)
     api = make_seat("api", team)
-    services.set_quiet(seat=api, duration="2h")
+    services.seats.set_quiet(seat=api, duration="2h")
 
     report = send(writer, team, "rebase please.", to=["api"])
 
@@ -294,7 +320,7 @@ def test_a_misspelt_addressee_fails_the_send_and_lists_the_room_names(team):
     writer = make_seat("web", team)
     api = make_seat("api-service", team)
 
-    with pytest.raises(services.UnknownAddressee) as refused:
+    with pytest.raises(rules.UnknownAddressee) as refused:
         send(writer, team, "hello.", to=["api-servise"])
 
     assert refused.value.names[0] == "api-service"
@@ -307,7 +333,7 @@ def test_a_misspelt_addressee_fails_the_send_and_lists_the_room_names(team):
 def test_an_addressee_who_has_parted_the_room_is_still_a_known_name(team):
     writer = make_seat("web", team)
     api = make_seat("api", team)
-    services.part_room(seat=api, room="team")
+    services.rooms.part_room(seat=api, room="team")
 
     report = send(writer, team, "for when you come back.", to=[api.name])
 
@@ -329,7 +355,7 @@ def test_an_alias_is_resolved_and_the_real_name_is_stored(team, settings):
 def test_writing_into_a_room_that_does_not_exist_fails_and_lists_the_rooms(team):
     writer = make_seat("web", team)
 
-    with pytest.raises(services.UnknownRoom) as refused:
+    with pytest.raises(rules.UnknownRoom) as refused:
         send(writer, "teem", "hello.")
 
     assert refused.value.rooms == ["salon", "team"]
@@ -402,7 +428,7 @@ def test_a_bad_entry_is_refused_naming_the_rule_and_nothing_is_stored(team, kwar
     writer = make_seat("web", team)
 
     with pytest.raises(RuleError, match=rule):
-        services.send_entry(seat=writer, room="team", **kwargs)
+        services.entries.send_entry(seat=writer, room="team", **kwargs)
 
     assert Entry.objects.count() == 0
 
@@ -435,27 +461,30 @@ def test_a_send_without_a_type_stores_fact_unless_meta_kind_says_otherwise(team,
     assert entry_of(report).type == stored
 
 
-def test_a_seat_in_several_rooms_must_name_the_room_and_the_error_lists_them(team):
-    writer = make_seat("web", team, make_room("ops"))
+def test_a_seat_in_several_rooms_writes_into_its_primary_room_when_it_names_none(team):
+    """REGRESSION: 2026-12-01 — a seat in two rooms could not send without naming one,
+    and the MCP send_message tool had no room argument at all."""
+    writer = make_seat("web", make_room("ops"), team)  # joined ops first
 
-    with pytest.raises(RuleError, match=r"several rooms \(ops, team\): name the room"):
-        services.send_entry(seat=writer, text="hello.")
+    report = services.entries.send_entry(seat=writer, text="hello.")
 
-    assert Entry.objects.count() == 0
+    assert report["room"] == "ops"
 
 
-def test_the_several_rooms_error_suggests_the_one_room_holding_the_addressee(team):
-    writer = make_seat("web", team, make_room("ops"))
-    make_seat("api", team)
+def test_the_primary_room_is_the_next_one_once_the_seat_left_the_first(team):
+    ops = make_room("ops")
+    writer = make_seat("web", ops, team)
+    services.rooms.part_room(seat=writer, room="ops")
 
-    with pytest.raises(RuleError, match="perhaps room=team"):
-        services.send_entry(seat=writer, text="hello.", to=["api"])
+    report = services.entries.send_entry(seat=writer, text="hello.")
+
+    assert report["room"] == "team"
 
 
 def test_a_seat_in_one_room_need_not_name_it(team):
     writer = make_seat("web", team)
 
-    report = services.send_entry(seat=writer, text="hello.")
+    report = services.entries.send_entry(seat=writer, text="hello.")
 
     assert report["room"] == "team"
 
@@ -463,7 +492,7 @@ def test_a_seat_in_one_room_need_not_name_it(team):
 def test_a_seat_in_no_room_writes_into_the_default_room():
     cron = make_seat("nightly", session=None)
 
-    report = services.send_entry(seat=cron, text="backup done.")
+    report = services.entries.send_entry(seat=cron, text="backup done.")
 
     assert report["room"] == "salon"
 
@@ -482,14 +511,17 @@ def test_two_entries_in_the_same_millisecond_keep_their_send_order(team, monkeyp
     writer = make_seat("web", team)
     reader = make_seat("api", team)
     frozen = timezone.now()
-    monkeypatch.setattr(services, "now", lambda: frozen)
+    monkeypatch.setattr(timezone, "now", lambda: frozen)
 
     first = send(writer, team, "first.")
     second = send(writer, team, "second.")
 
     assert first["ts"] == second["ts"]
-    assert ids(services.read_inbox(seat=reader, room="team")) == [first["id"], second["id"]]
-    assert ids(services.read_history(seat=reader, room="team")) == [first["id"], second["id"]]
+    assert ids(services.reading.read_inbox(seat=reader, room="team")) == [first["id"], second["id"]]
+    assert ids(services.reading.read_history(seat=reader, room="team")) == [
+        first["id"],
+        second["id"],
+    ]
 
 
 def test_entries_of_a_room_are_numbered_in_send_order_without_gaps(team):
@@ -540,7 +572,7 @@ def test_an_entry_addressed_to_another_seat_is_readable_but_neither_for_me_nor_w
 
     report = send(writer, team, "your tests fail.", to=[api.name])
 
-    [entry] = services.read_inbox(seat=bystander, room="team")["entries"]
+    [entry] = services.reading.read_inbox(seat=bystander, room="team")["entries"]
     assert entry["id"] == report["id"]
     assert (entry["forMe"], entry["wakes"]) == (False, False)
 
@@ -550,7 +582,7 @@ def test_an_entry_for_me_is_marked_for_me_and_waking(team):
     api = make_seat("api", team)
     send(writer, team, "your tests fail.", to=["api"])
 
-    [entry] = services.read_inbox(seat=api, room="team")["entries"]
+    [entry] = services.reading.read_inbox(seat=api, room="team")["entries"]
 
     assert (entry["forMe"], entry["wakes"], entry["sibling"]) == (True, True, False)
 
@@ -560,7 +592,7 @@ def test_an_entry_by_another_seat_of_my_agent_is_marked_sibling(team):
     sibling = make_seat("web", team)
     send(writer, team, "I took the migration.")
 
-    [entry] = services.read_inbox(seat=sibling, room="team")["entries"]
+    [entry] = services.reading.read_inbox(seat=sibling, room="team")["entries"]
 
     assert entry["sibling"] is True
 
@@ -570,12 +602,12 @@ def test_inbox_moves_the_cursor_only_over_returned_entries_and_more_counts_the_r
     reader = make_seat("api", team)
     sent = [send(writer, team, f"n{i}.")["id"] for i in range(5)]
 
-    first = services.read_inbox(seat=reader, room="team", limit=2)
+    first = services.reading.read_inbox(seat=reader, room="team", limit=2)
 
     assert ids(first) == sent[:2]
     assert (first["more"], first["unread"]) == (3, 5)
     assert cursor_of(reader, Room.objects.get(name="team")) == entry_of({"id": sent[1]}).seq
-    assert ids(services.read_inbox(seat=reader, room="team", limit=2)) == sent[2:4]
+    assert ids(services.reading.read_inbox(seat=reader, room="team", limit=2)) == sent[2:4]
 
 
 def test_inbox_leaves_out_own_entries(team):
@@ -584,7 +616,7 @@ def test_inbox_leaves_out_own_entries(team):
     send(reader, team, "mine.")
     theirs = send(writer, team, "theirs.")
 
-    assert ids(services.read_inbox(seat=reader, room="team")) == [theirs["id"]]
+    assert ids(services.reading.read_inbox(seat=reader, room="team")) == [theirs["id"]]
 
 
 def test_peek_never_moves_the_cursor(team):
@@ -592,7 +624,7 @@ def test_peek_never_moves_the_cursor(team):
     reader = make_seat("api", team)
     report = send(writer, team, "hello.")
 
-    peeked = services.read_inbox(seat=reader, room="team", advance=False)
+    peeked = services.reading.read_inbox(seat=reader, room="team", advance=False)
 
     assert ids(peeked) == [report["id"]]
     assert cursor_of(reader, team) == 0
@@ -603,7 +635,7 @@ def test_history_never_moves_the_cursor(team):
     reader = make_seat("api", team)
     send(writer, team, "hello.")
 
-    services.read_history(seat=reader, room="team")
+    services.reading.read_history(seat=reader, room="team")
 
     assert cursor_of(reader, team) == 0
 
@@ -612,12 +644,12 @@ def test_unread_moves_the_cursor_back_over_the_last_entries_read(team):
     writer = make_seat("web", team)
     reader = make_seat("api", team)
     sent = [send(writer, team, f"n{i}.")["id"] for i in range(3)]
-    services.read_inbox(seat=reader, room="team")
+    services.reading.read_inbox(seat=reader, room="team")
 
-    marked = services.mark_unread(seat=reader, room="team", count=2)
+    marked = services.reading.mark_unread(seat=reader, room="team", count=2)
 
     assert marked["markedUnread"] == 2
-    assert ids(services.read_inbox(seat=reader, room="team")) == sent[1:]
+    assert ids(services.reading.read_inbox(seat=reader, room="team")) == sent[1:]
 
 
 def test_history_holds_the_last_entries_including_own_oldest_first(team):
@@ -626,7 +658,7 @@ def test_history_holds_the_last_entries_including_own_oldest_first(team):
     sent = [send(writer, team, "a.")["id"], send(reader, team, "b.")["id"]]
     sent.append(send(writer, team, "c.")["id"])
 
-    assert ids(services.read_history(seat=reader, room="team", limit=2)) == sent[1:]
+    assert ids(services.reading.read_history(seat=reader, room="team", limit=2)) == sent[1:]
 
 
 def test_history_from_a_name_holds_only_that_writer(team):
@@ -635,7 +667,7 @@ def test_history_from_a_name_holds_only_that_writer(team):
     mine = send(writer, team, "a.")["id"]
     send(reader, team, "b.")
 
-    assert ids(services.read_history(seat=reader, room="team", sender="web")) == [mine]
+    assert ids(services.reading.read_history(seat=reader, room="team", sender="web")) == [mine]
 
 
 def test_a_new_seat_gets_its_siblings_last_hour_entries_as_unread_but_not_older_history(team):
@@ -645,23 +677,23 @@ def test_a_new_seat_gets_its_siblings_last_hour_entries_as_unread_but_not_older_
     Entry.objects.filter(id__in=old).update(ts=timezone.now() - timedelta(hours=2))
     send(other, team, "recent, before the sibling spoke.")
     recent = [send(sibling, team, "recent 1.")["id"], send(other, team, "recent 2.")["id"]]
-    services.read_inbox(seat=sibling, room="team")
+    services.reading.read_inbox(seat=sibling, room="team")
 
     newcomer = make_seat("web", team)
 
-    assert ids(services.read_inbox(seat=newcomer, room="team")) == recent
+    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == recent
 
 
 def test_a_new_seat_inherits_its_siblings_position_when_they_wrote_nothing_lately(team):
     other = make_seat("api", team)
     sibling = make_seat("web", team)
     send(other, team, "read by the sibling.")
-    services.read_inbox(seat=sibling, room="team")
+    services.reading.read_inbox(seat=sibling, room="team")
     later = send(other, team, "not yet read by anyone of web.")
 
     newcomer = make_seat("web", team)
 
-    assert ids(services.read_inbox(seat=newcomer, room="team")) == [later["id"]]
+    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == [later["id"]]
 
 
 def test_with_no_sibling_everything_in_the_room_is_unread(team):
@@ -671,20 +703,20 @@ def test_with_no_sibling_everything_in_the_room_is_unread(team):
 
     newcomer = make_seat("web", team)
 
-    assert ids(services.read_inbox(seat=newcomer, room="team")) == sent
+    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == sent
 
 
 def test_a_new_seat_keeps_unread_what_a_sibling_wrote_without_being_a_member(team):
     other = make_seat("api", team)
     sibling = make_seat("web", team)
     send(other, team, "read by the sibling.")
-    services.read_inbox(seat=sibling, room="team")
+    services.reading.read_inbox(seat=sibling, room="team")
     by_cron = send(make_seat("web", session=None), team, "nightly build of web is red.")
-    services.read_inbox(seat=sibling, room="team")
+    services.reading.read_inbox(seat=sibling, room="team")
 
     newcomer = make_seat("web", team)
 
-    assert ids(services.read_inbox(seat=newcomer, room="team")) == [by_cron["id"]]
+    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == [by_cron["id"]]
 
 
 LONG = ("This is a sentence of the entry. " * 10 + "\n\n") * 5
@@ -696,7 +728,7 @@ def test_a_long_non_waking_entry_is_clipped_at_a_sentence_or_paragraph_break(tea
     reader = make_seat("api", team)
     send(writer, team, LONG, type="FACT")
 
-    [entry] = services.read_inbox(seat=reader, room="team")["entries"]
+    [entry] = services.reading.read_inbox(seat=reader, room="team")["entries"]
 
     kept, _, tail = entry["content"].partition(" … +")
     assert kept.endswith("entry.") and len(kept) <= 100
@@ -710,7 +742,7 @@ def test_a_long_waking_entry_is_never_clipped(team, settings):
     reader = make_seat("api", team)
     send(writer, team, LONG, type="QUESTION")
 
-    [entry] = services.read_inbox(seat=reader, room="team")["entries"]
+    [entry] = services.reading.read_inbox(seat=reader, room="team")["entries"]
 
     assert entry["content"] == LONG
     assert "clipped" not in entry
@@ -722,7 +754,7 @@ def test_history_is_never_clipped(team, settings):
     reader = make_seat("api", team)
     send(writer, team, LONG, type="FACT")
 
-    [entry] = services.read_history(seat=reader, room="team")["entries"]
+    [entry] = services.reading.read_history(seat=reader, room="team")["entries"]
 
     assert entry["content"] == LONG
 
@@ -735,16 +767,77 @@ def test_unread_counts_split_unread_for_me_and_waking(team):
     send(writer, team, "to you.", to=["api"])
     send(writer, team, "anyone?", type="QUESTION")
 
-    [counts] = services.unread_counts(seat=reader)
+    [counts] = services.reading.unread_counts(seat=reader)
 
-    assert counts == {"room": "team", "unread": 4, "unreadForMe": 3, "unreadWaking": 2}
+    assert counts == {
+        "room": "team",
+        "unread": 4,
+        "unreadForMe": 3,
+        "unreadWaking": 2,
+        "countsCapped": False,
+    }
 
 
-def test_reading_a_room_the_seat_is_not_in_is_refused(team):
+def test_reading_a_room_the_seat_is_not_in_is_refused_listing_its_rooms(team):
     outsider = make_seat("web", make_room("ops"))
 
-    with pytest.raises(services.NotAMember, match="join it first"):
-        services.read_inbox(seat=outsider, room="team")
+    with pytest.raises(rules.NotAMember, match=r"\(its rooms: ops\); join it first"):
+        services.reading.read_inbox(seat=outsider, room="team")
+    with pytest.raises(rules.NotAMember, match=r"\(its rooms: ops\)"):
+        services.reading.read_history(seat=outsider, room="team")
+
+
+def test_an_inbox_that_names_no_room_reads_every_room_oldest_first_each_entry_naming_its_room(
+    team,
+):
+    ops = make_room("ops")
+    writer = make_seat("web", team, ops)
+    reader = make_seat("api", team, ops)
+    send(writer, team, "one.")
+    send(writer, ops, "two.")
+    send(writer, team, "three.")
+
+    inbox = services.reading.read_inbox(seat=reader, limit=2)
+
+    assert [(e["room"], e["content"]) for e in inbox["entries"]] == [
+        ("team", "one."),
+        ("ops", "two."),
+    ]
+    assert (inbox["room"], inbox["rooms"], inbox["unread"], inbox["more"]) == (
+        None,
+        ["team", "ops"],
+        3,
+        1,
+    )
+    again = services.reading.read_inbox(seat=reader)
+    assert [e["content"] for e in again["entries"]] == ["three."]  # cursors moved per room
+
+
+def test_a_history_that_names_no_room_covers_every_room_of_the_seat(team):
+    ops = make_room("ops")
+    writer = make_seat("web", team, ops)
+    send(writer, team, "one.")
+    send(writer, ops, "two.")
+
+    history = services.reading.read_history(seat=writer)
+
+    assert [(e["room"], e["content"]) for e in history["entries"]] == [
+        ("team", "one."),
+        ("ops", "two."),
+    ]
+
+
+def test_a_long_backlog_is_counted_up_to_a_cap_and_says_so(team, monkeypatch):
+    monkeypatch.setattr(services.reading, "COUNT_CAP", 3)
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    for n in range(5):
+        send(writer, team, f"q{n}?", type="QUESTION")
+
+    inbox = services.reading.read_inbox(seat=reader, room="team", limit=2, advance=False)
+
+    assert (inbox["unread"], inbox["unreadWaking"], inbox["countsCapped"]) == (3, 3, True)
+    assert len(inbox["entries"]) == 2
 
 
 # ---------------------------------------------------------------- §7 focus, quiet
@@ -754,14 +847,14 @@ def test_an_unknown_phase_is_refused_listing_the_five(team):
     seat = make_seat("web", team)
 
     with pytest.raises(RuleError, match="explore, plan, apply, verify, blocked"):
-        services.declare_focus(seat=seat, text="the parser", phase="coding")
+        services.seats.declare_focus(seat=seat, text="the parser", phase="coding")
 
 
 def test_a_phase_alone_re_declares_the_standing_sentence(team):
     seat = make_seat("web", team)
-    services.declare_focus(seat=seat, text="the parser", files=["p.py"], phase="plan")
+    services.seats.declare_focus(seat=seat, text="the parser", files=["p.py"], phase="plan")
 
-    focus = services.declare_focus(seat=seat, phase="apply")["focus"]
+    focus = services.seats.declare_focus(seat=seat, phase="apply")["focus"]
 
     assert (focus["text"], focus["files"], focus["phase"]) == ("the parser", ["p.py"], "apply")
 
@@ -769,7 +862,7 @@ def test_a_phase_alone_re_declares_the_standing_sentence(team):
 def test_files_given_as_one_comma_separated_string_are_a_list_of_files(team):
     seat = make_seat("web", team)
 
-    focus = services.declare_focus(seat=seat, text="the parser", files="a.py, b.py")["focus"]
+    focus = services.seats.declare_focus(seat=seat, text="the parser", files="a.py, b.py")["focus"]
 
     assert focus["files"] == ["a.py", "b.py"]
 
@@ -778,63 +871,63 @@ def test_a_phase_alone_with_no_sentence_is_refused(team):
     seat = make_seat("web", team)
 
     with pytest.raises(RuleError, match="no focus to re-declare"):
-        services.declare_focus(seat=seat, phase="apply")
+        services.seats.declare_focus(seat=seat, phase="apply")
 
 
 def test_a_new_sentence_drops_the_old_phase(team):
     seat = make_seat("web", team)
-    services.declare_focus(seat=seat, text="the parser", phase="verify")
+    services.seats.declare_focus(seat=seat, text="the parser", phase="verify")
 
-    focus = services.declare_focus(seat=seat, text="the lexer")["focus"]
+    focus = services.seats.declare_focus(seat=seat, text="the lexer")["focus"]
 
     assert (focus["text"], focus["phase"]) == ("the lexer", None)
 
 
 def test_a_focus_older_than_four_hours_is_stale_but_still_reported(team):
     seat = make_seat("web", team)
-    services.declare_focus(seat=seat, text="the parser")
+    services.seats.declare_focus(seat=seat, text="the parser")
     Seat.objects.filter(pk=seat.pk).update(focus_ts=timezone.now() - timedelta(hours=4, minutes=1))
 
-    focus = services.declare_focus(seat=seat)["focus"]
+    focus = services.seats.declare_focus(seat=seat)["focus"]
 
     assert (focus["text"], focus["stale"]) == ("the parser", True)
-    assert services.agents_projection()["agents"][0]["seats"][0]["focus"]["stale"] is True
+    assert services.seats.agents_projection()["agents"][0]["seats"][0]["focus"]["stale"] is True
 
 
 def test_a_fresh_focus_is_not_stale(team):
     seat = make_seat("web", team)
 
-    focus = services.declare_focus(seat=seat, text="the parser")["focus"]
+    focus = services.seats.declare_focus(seat=seat, text="the parser")["focus"]
 
     assert focus["stale"] is False
 
 
 def test_an_empty_sentence_clears_the_focus(team):
     seat = make_seat("web", team)
-    services.declare_focus(seat=seat, text="the parser", phase="plan")
+    services.seats.declare_focus(seat=seat, text="the parser", phase="plan")
 
-    cleared = services.declare_focus(seat=seat, text="")
+    cleared = services.seats.declare_focus(seat=seat, text="")
 
     assert cleared["focus"] is None
-    assert services.declare_focus(seat=seat)["focus"] is None
+    assert services.seats.declare_focus(seat=seat)["focus"] is None
 
 
 def test_quiet_for_a_while_reports_until_when_and_off_ends_it(team):
     seat = make_seat("web", team)
 
-    quiet = services.set_quiet(seat=seat, duration="90m")
-    off = services.set_quiet(seat=seat, off=True)
+    quiet = services.seats.set_quiet(seat=seat, duration="90m")
+    off = services.seats.set_quiet(seat=seat, off=True)
 
     assert quiet["quiet"] is True
-    assert quiet["quietUntil"] > services.iso(timezone.now() + timedelta(minutes=89))
+    assert quiet["quietUntil"] > wire.iso(timezone.now() + timedelta(minutes=89))
     assert (off["quiet"], off["quietUntil"]) == (False, None)
 
 
 def test_a_quiet_with_no_expiry_shows_quiet_with_no_until_in_agents(team):
     seat = make_seat("web", team)
-    services.set_quiet(seat=seat)
+    services.seats.set_quiet(seat=seat)
 
-    [shown] = services.agents_projection()["agents"][0]["seats"]
+    [shown] = services.seats.agents_projection()["agents"][0]["seats"]
 
     assert (shown["quiet"], shown["quietUntil"]) == (True, None)
 
@@ -859,9 +952,9 @@ FOCUS_KEYS = {"text", "files", "phase", "ts", "stale"}
 def test_the_agents_projection_has_exactly_the_pinned_key_set(team):
     seat = make_seat("web", team)
     make_seat("api", team)
-    services.declare_focus(seat=seat, text="the parser", files=["p.py"], phase="plan")
+    services.seats.declare_focus(seat=seat, text="the parser", files=["p.py"], phase="plan")
 
-    projection = services.agents_projection()
+    projection = services.seats.agents_projection()
 
     assert set(projection) == AGENTS_TOP
     assert projection["schema"] == "salon.agents/1"
@@ -878,7 +971,7 @@ def test_the_agents_projection_lists_each_agent_with_its_rooms_and_seats(team):
     two = make_seat("web", make_room("ops"))
     make_seat("api", team)
 
-    web = next(a for a in services.agents_projection()["agents"] if a["agent"] == "web")
+    web = next(a for a in services.seats.agents_projection()["agents"] if a["agent"] == "web")
 
     assert web["rooms"] == ["ops", "team"]
     assert [s["seat"] for s in web["seats"]] == sorted([one.name, two.name])
@@ -903,7 +996,7 @@ def test_liveness_crosses_from_live_to_unknown_to_gone(team, last_seen_ago, stre
         last_seen=at - last_seen_ago, live_until=at + timedelta(seconds=30) if stream_open else None
     )
 
-    [shown] = services.agents_projection(at=at)["agents"][0]["seats"]
+    [shown] = services.seats.agents_projection(at=at)["agents"][0]["seats"]
 
     assert shown["liveness"] == liveness
 
@@ -911,20 +1004,20 @@ def test_liveness_crosses_from_live_to_unknown_to_gone(team, last_seen_ago, stre
 def test_keep_live_makes_a_seat_live_and_end_live_lets_it_fall_back(team):
     seat = make_seat("web", team, liveness=rules.GONE)
 
-    services.keep_live(seat=seat)
-    live = services.seat_liveness(Seat.objects.get(pk=seat.pk))
-    services.end_live(seat=seat)
+    services.seats.keep_live(seat=seat)
+    live = Seat.objects.get(pk=seat.pk).liveness(timezone.now())
+    services.seats.end_live(seat=seat)
     Seat.objects.filter(pk=seat.pk).update(last_seen=timezone.now() - timedelta(minutes=10))
 
-    assert (live, services.seat_liveness(Seat.objects.get(pk=seat.pk))) == ("live", "unknown")
+    assert (live, Seat.objects.get(pk=seat.pk).liveness(timezone.now())) == ("live", "unknown")
 
 
 def test_touch_with_a_minimum_interval_writes_at_most_that_often(team):
     seat = make_seat("web", team)
 
-    assert services.touch(seat=seat, min_interval=timedelta(minutes=1)) is False
+    assert services.seats.touch(seat=seat, min_interval=timedelta(minutes=1)) is False
     Seat.objects.filter(pk=seat.pk).update(last_seen=timezone.now() - timedelta(minutes=2))
-    assert services.touch(seat=seat, min_interval=timedelta(minutes=1)) is True
+    assert services.seats.touch(seat=seat, min_interval=timedelta(minutes=1)) is True
 
 
 def test_silent_minutes_counts_from_the_agents_last_write(team):
@@ -932,7 +1025,7 @@ def test_silent_minutes_counts_from_the_agents_last_write(team):
     send(seat, team, "hello.")
     Seat.objects.filter(pk=seat.pk).update(last_wrote=timezone.now() - timedelta(minutes=42))
 
-    [web] = services.agents_projection()["agents"]
+    [web] = services.seats.agents_projection()["agents"]
 
     assert web["silentMinutes"] == 42
 
@@ -944,7 +1037,7 @@ def test_archive_is_refused_while_a_live_seat_is_in_the_room(team):
     seat = make_seat("web", team)
 
     with pytest.raises(RuleError, match=f"live seats \\({seat.name}\\).*--force"):
-        services.archive_room(name="team")
+        services.rooms.archive_room(name="team")
 
     assert Room.objects.get(name="team").archived_at is None
 
@@ -952,7 +1045,7 @@ def test_archive_is_refused_while_a_live_seat_is_in_the_room(team):
 def test_archive_with_force_retires_a_room_with_live_seats(team):
     make_seat("web", team)
 
-    services.archive_room(name="team", force=True)
+    services.rooms.archive_room(name="team", force=True)
 
     assert Room.objects.get(name="team").archived_at is not None
 
@@ -960,26 +1053,26 @@ def test_archive_with_force_retires_a_room_with_live_seats(team):
 def test_a_room_with_only_gone_seats_can_be_archived(team):
     make_seat("web", team, liveness=rules.GONE)
 
-    result = services.archive_room(name="team")
+    result = services.rooms.archive_room(name="team")
 
     assert result["room"] == "team"
 
 
 def test_an_archived_room_is_hidden_from_list_rooms_and_shown_by_archived(team):
-    services.archive_room(name="team")
+    services.rooms.archive_room(name="team")
 
-    assert [r["room"] for r in services.list_rooms()] == ["salon"]
-    assert [r["room"] for r in services.list_rooms(archived=True)] == ["team"]
+    assert [r["room"] for r in services.rooms.list_rooms()] == ["salon"]
+    assert [r["room"] for r in services.rooms.list_rooms(archived=True)] == ["team"]
 
 
 def test_an_archived_room_refuses_send_and_inbox(team):
     seat = make_seat("web", team)
-    services.archive_room(name="team", force=True)
+    services.rooms.archive_room(name="team", force=True)
 
-    with pytest.raises(services.UnknownRoom):
+    with pytest.raises(rules.UnknownRoom):
         send(seat, team, "hello.")
-    with pytest.raises(services.UnknownRoom):
-        services.read_inbox(seat=seat, room="team")
+    with pytest.raises(rules.UnknownRoom):
+        services.reading.read_inbox(seat=seat, room="team")
 
 
 def test_archiving_keeps_every_entry(team):
@@ -987,7 +1080,7 @@ def test_archiving_keeps_every_entry(team):
     sent = {send(writer, team, f"n{i}.")["id"] for i in range(3)}
     set_liveness(writer, rules.GONE)
 
-    result = services.archive_room(name="team")
+    result = services.rooms.archive_room(name="team")
 
     assert result["entriesKept"] == 3
     assert set(map(str, Entry.objects.values_list("id", flat=True))) == sent
@@ -997,26 +1090,26 @@ def test_restore_brings_an_archived_room_back_with_its_entries(team):
     reader = make_seat("api", team)
     writer = make_seat("web", team)
     report = send(writer, team, "before the archive.")
-    services.archive_room(name="team", force=True)
+    services.rooms.archive_room(name="team", force=True)
 
-    services.restore_room(name="team")
+    services.rooms.restore_room(name="team")
 
-    assert "team" in [r["room"] for r in services.list_rooms()]
-    assert ids(services.read_inbox(seat=reader, room="team")) == [report["id"]]
+    assert "team" in [r["room"] for r in services.rooms.list_rooms()]
+    assert ids(services.reading.read_inbox(seat=reader, room="team")) == [report["id"]]
 
 
 def test_the_default_room_cannot_be_archived():
     with pytest.raises(RuleError, match="default room"):
-        services.archive_room(name="salon", force=True)
+        services.rooms.archive_room(name="salon", force=True)
 
     assert Room.objects.get(name="salon").archived_at is None
 
 
 def test_creating_an_archived_room_is_refused_pointing_to_restore(team):
-    services.archive_room(name="team")
+    services.rooms.archive_room(name="team")
 
     with pytest.raises(RuleError, match="--restore team"):
-        services.create_room(name="team")
+        services.rooms.create_room(name="team")
 
 
 def test_list_rooms_counts_entries_seats_and_live_seats(team):
@@ -1025,7 +1118,7 @@ def test_list_rooms_counts_entries_seats_and_live_seats(team):
     send(writer, team, "one.")
     send(writer, team, "two.")
 
-    [listed] = [r for r in services.list_rooms() if r["room"] == "team"]
+    [listed] = [r for r in services.rooms.list_rooms() if r["room"] == "team"]
 
     assert listed["entries"] == 2
     assert listed["seats"] == sorted([writer.name, gone.name])
@@ -1035,7 +1128,7 @@ def test_list_rooms_counts_entries_seats_and_live_seats(team):
 @pytest.mark.parametrize("name", ["", "a b", "x" * 65, "a..b", "room/1"])
 def test_a_bad_room_name_is_refused_before_storage(name):
     with pytest.raises(RuleError, match="room name"):
-        services.create_room(name=name)
+        services.rooms.create_room(name=name)
 
     assert list(Room.objects.values_list("name", flat=True)) == ["salon"]
 
@@ -1046,85 +1139,96 @@ def test_a_bad_room_name_is_refused_before_storage(name):
 def test_part_keeps_the_membership_row_with_left_at(team):
     seat = make_seat("web", team)
 
-    services.part_room(seat=seat, room="team")
+    services.rooms.part_room(seat=seat, room="team")
 
     membership = Membership.objects.get(seat=seat, room=team)
     assert membership.left_at is not None
-    assert services.seat_rooms(seat) == []
+    assert services.rooms.seat_rooms(seat) == []
 
 
 def test_join_of_a_missing_room_fails_listing_the_rooms(team):
     seat = make_seat("web")
 
-    with pytest.raises(services.UnknownRoom, match="rooms: salon, team"):
-        services.join_room(seat=seat, room="teem")
+    with pytest.raises(rules.UnknownRoom, match="rooms: salon, team"):
+        services.rooms.join_room(seat=seat, room="teem")
 
 
 def test_join_with_create_makes_the_room(team):
     seat = make_seat("web")
 
-    joined = services.join_room(seat=seat, room="fresh", create=True)
+    joined = services.rooms.join_room(seat=seat, room="fresh", create=True)
 
     assert joined == {"room": "fresh", "seat": seat.name, "created": True}
-    assert services.seat_rooms(seat) == ["fresh"]
+    assert services.rooms.seat_rooms(seat) == ["fresh"]
 
 
-def test_check_in_with_join_defaults_adds_the_default_rooms_once(team, settings):
-    settings.AGENT_ROOMS = ["team"]
+def test_check_in_with_join_defaults_adds_the_callers_default_rooms_once(team):
     sid = session_id()
 
-    seat = services.check_in(agent="web", session_id=sid, join_defaults=True)
-    again = services.check_in(agent="web", session_id=sid, join_defaults=True)
+    seat = services.seats.check_in(
+        agent="web", session_id=sid, default_rooms=["team"], join_defaults=True
+    )
+    again = services.seats.check_in(
+        agent="web", session_id=sid, default_rooms=["team"], join_defaults=True
+    )
 
     assert again.pk == seat.pk
-    assert services.seat_rooms(seat) == ["team"]
+    assert services.rooms.seat_rooms(seat) == ["team"]
     assert Membership.objects.filter(seat=seat).count() == 1
 
 
-def test_default_rooms_are_never_re_added_after_a_part(team, settings):
-    settings.AGENT_ROOMS = ["team"]
+def test_default_rooms_are_never_re_added_after_a_part(team):
     sid = session_id()
-    seat = services.check_in(agent="web", session_id=sid, join_defaults=True)
-    services.part_room(seat=seat, room="team")
+    seat = services.seats.check_in(
+        agent="web", session_id=sid, default_rooms=["team"], join_defaults=True
+    )
+    services.rooms.part_room(seat=seat, room="team")
 
-    services.check_in(agent="web", session_id=sid, join_defaults=True)
+    services.seats.check_in(agent="web", session_id=sid, default_rooms=["team"], join_defaults=True)
 
-    assert services.seat_rooms(seat) == []
+    assert services.rooms.seat_rooms(seat) == []
 
 
-def test_a_new_seat_with_no_configured_rooms_joins_its_siblings_rooms(team, settings):
-    settings.AGENT_ROOMS = []
+def test_a_new_seat_with_no_configured_rooms_joins_its_siblings_rooms(team):
     make_seat("web", team)
 
-    seat = services.check_in(agent="web", session_id=session_id(), join_defaults=True)
+    seat = services.seats.check_in(agent="web", session_id=session_id(), join_defaults=True)
 
-    assert services.seat_rooms(seat) == ["team"]
+    assert services.rooms.seat_rooms(seat) == ["team"]
 
 
-def test_the_first_seat_of_an_agent_with_no_configured_rooms_joins_the_default_room(settings):
-    settings.AGENT_ROOMS = []
+def test_the_first_seat_of_an_agent_with_no_configured_rooms_joins_the_default_room():
+    seat = services.seats.check_in(agent="web", session_id=session_id(), join_defaults=True)
 
-    seat = services.check_in(agent="web", session_id=session_id(), join_defaults=True)
+    assert services.rooms.seat_rooms(seat) == ["salon"]
 
-    assert services.seat_rooms(seat) == ["salon"]
+
+def test_the_processes_own_agent_salon_room_is_never_a_default_for_another_caller(team, settings):
+    """REGRESSION: 2026-12-01 — a daemon started with AGENT_SALON_ROOM=ops put every
+    HTTP session's seat in ops; a caller's default rooms are its own, never the process's."""
+    settings.AGENT_ROOMS = ["team"]
+
+    seat = services.seats.check_in(agent="web", session_id=session_id(), join_defaults=True)
+
+    assert services.rooms.seat_rooms(seat) == ["salon"]
 
 
 def test_a_seat_is_named_by_the_first_8_characters_of_its_session():
-    seat = services.check_in(agent="web", session_id="3f9c1a20-aaaa-bbbb")
+    seat = services.seats.check_in(agent="web", session_id="3f9c1a20-aaaa-bbbb")
 
     assert seat.name == "web#3f9c1a20"
 
 
 def test_a_second_session_with_the_same_first_8_characters_gets_a_longer_seat_name():
-    first = services.check_in(agent="web", session_id="3f9c1a20-aaaa-bbbb")
-    second = services.check_in(agent="web", session_id="3f9c1a20-cccc-dddd")
+    first = services.seats.check_in(agent="web", session_id="3f9c1a20-aaaa-bbbb")
+    second = services.seats.check_in(agent="web", session_id="3f9c1a20-cccc-dddd")
 
     assert (first.name, second.name) == ("web#3f9c1a20", "web#3f9c1a20-ccc")
 
 
 def test_an_agent_name_holding_a_hash_is_refused():
     with pytest.raises(RuleError, match="separates the agent"):
-        services.check_in(agent="web#1")
+        services.seats.check_in(agent="web#1")
 
     assert not Seat.objects.exists()
 
@@ -1139,7 +1243,7 @@ def test_prune_forgets_seats_gone_and_silent_for_days_and_never_an_entry(team):
     Seat.objects.filter(pk=old.pk).update(last_seen=long_ago, last_wrote=long_ago)
     kept = make_seat("api", team, liveness=rules.GONE)
 
-    result = services.prune(days=7)
+    result = services.seats.prune(days=7)
 
     assert result["seats"] == [old.name]
     assert list(Seat.objects.values_list("name", flat=True)) == [kept.name]
@@ -1151,7 +1255,7 @@ def test_prune_dry_run_writes_nothing(team):
     long_ago = timezone.now() - timedelta(days=8)
     Seat.objects.filter(pk=old.pk).update(last_seen=long_ago)
 
-    result = services.prune(days=7, dry_run=True)
+    result = services.seats.prune(days=7, dry_run=True)
 
     assert (result["seats"], result["dryRun"]) == ([old.name], True)
     assert Seat.objects.filter(pk=old.pk).exists()
@@ -1165,7 +1269,7 @@ def test_prune_keeps_a_seat_with_an_open_stream(team):
         last_seen=long_ago, live_until=timezone.now() + timedelta(seconds=30)
     )
 
-    assert services.prune(days=7)["seats"] == []
+    assert services.seats.prune(days=7)["seats"] == []
 
 
 # ---------------------------------------------------------------- §4 signatures
@@ -1179,9 +1283,9 @@ def test_a_row_altered_outside_the_bus_reads_as_tampered(team, path):
     Entry.objects.filter(id=report["id"]).update(content="deploy now.")
 
     if path == "history":
-        result = services.read_history(seat=reader, room="team")
+        result = services.reading.read_history(seat=reader, room="team")
     else:
-        result = services.read_inbox(seat=reader, room="team", advance=path == "inbox")
+        result = services.reading.read_inbox(seat=reader, room="team", advance=path == "inbox")
 
     [entry] = result["entries"]
     assert (entry["tampered"], entry["content"], result["tampered"]) == (True, "deploy now.", 1)
@@ -1198,7 +1302,7 @@ def test_an_untouched_entry_reads_as_not_tampered(team):
         meta={"n": 1, "f": 0.1, "nested": {"b": [1, "x", None, True]}, "é": "ü"},
     )
 
-    [entry] = services.read_history(seat=reader, room="team")["entries"]
+    [entry] = services.reading.read_history(seat=reader, room="team")["entries"]
 
     assert entry["tampered"] is False
 
@@ -1208,7 +1312,7 @@ def test_numbers_in_meta_read_back_as_not_tampered(team, number):
     writer = make_seat("web", team)
     send(writer, team, "with a number.", meta={"n": number, "list": [number]})
 
-    [entry] = services.read_history(seat=writer, room="team")["entries"]
+    [entry] = services.reading.read_history(seat=writer, room="team")["entries"]
 
     assert entry["tampered"] is False
 
@@ -1235,65 +1339,65 @@ def test_meta_holding_a_nul_character_is_refused_naming_the_rule(team):
 
 
 def test_a_label_with_no_token_needs_none():
-    assert services.token_problem(label="web", token=None) is None
+    assert services.tokens.token_problem(label="web", token=None) is None
 
 
 def test_a_label_with_a_token_refuses_a_call_without_one():
-    services.issue_token(label="web")
+    services.tokens.issue_token(label="web")
 
-    problem = services.token_problem(label="web", token=None)
+    problem = services.tokens.token_problem(label="web", token=None)
 
     assert "needs a bearer token" in problem and "salon token issue web" in problem
 
 
 def test_a_label_with_a_token_refuses_a_wrong_one():
-    services.issue_token(label="web")
+    services.tokens.issue_token(label="web")
 
-    problem = services.token_problem(label="web", token="salon_wrong")
+    problem = services.tokens.token_problem(label="web", token="salon_wrong")
 
     assert "not valid for label 'web'" in problem
 
 
 def test_a_label_with_a_token_accepts_the_right_one():
-    token = services.issue_token(label="web")
+    token = services.tokens.issue_token(label="web")
 
-    assert services.token_problem(label="web", token=token) is None
+    assert services.tokens.token_problem(label="web", token=token) is None
 
 
 def test_a_token_of_another_label_is_refused():
-    services.issue_token(label="web")
-    other = services.issue_token(label="api")
+    services.tokens.issue_token(label="web")
+    other = services.tokens.issue_token(label="api")
 
-    assert services.token_problem(label="web", token=other) is not None
+    assert services.tokens.token_problem(label="web", token=other) is not None
 
 
 def test_a_revoked_token_is_refused_once_a_new_one_is_issued():
-    old = services.issue_token(label="web")
-    assert services.revoke_tokens(label="web") == 1
-    new = services.issue_token(label="web")
+    old = services.tokens.issue_token(label="web")
+    assert services.tokens.revoke_tokens(label="web") == 1
+    new = services.tokens.issue_token(label="web")
 
-    assert services.token_problem(label="web", token=old) is not None
-    assert services.token_problem(label="web", token=new) is None
+    assert services.tokens.token_problem(label="web", token=old) is not None
+    assert services.tokens.token_problem(label="web", token=new) is None
 
 
 def test_require_tokens_requires_one_for_any_label(settings):
     settings.REQUIRE_TOKENS = True
 
-    assert "needs a bearer token" in services.token_problem(label="web", token=None)
+    assert "needs a bearer token" in services.tokens.token_problem(label="web", token=None)
 
 
 def test_require_tokens_refuses_a_caller_without_a_label_saying_how_to_fix_it(settings):
     settings.REQUIRE_TOKENS = True
 
-    assert "?label=" in services.token_problem(label=None, token="salon_anything")
+    assert "?label=" in services.tokens.token_problem(label=None, token="salon_anything")
 
 
 def test_tokens_are_stored_hashed_and_listed_by_label():
-    token = services.issue_token(label="web")
-    services.issue_token(label="web")
+    token = services.tokens.issue_token(label="web")
+    services.tokens.issue_token(label="web")
 
     assert not Token.objects.filter(token_hash__contains=token[6:]).exists()
-    assert [(t["label"], t["tokens"]) for t in services.list_tokens()] == [("web", 2)]
+    assert [(t["label"], t["tokens"]) for t in services.tokens.list_tokens()] == [("web", 2)]
 
 
 # ---------------------------------------------------------------- §6 cost
@@ -1341,7 +1445,7 @@ def test_the_inbox_query_uses_the_room_seq_index(team):
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    query = services._inbox_query(reader, team, 1400)[:20]
+    query = services.reading._after_cursor(reader, team, 1400)[:20]
 
     plan = _plan(query)
 
@@ -1350,3 +1454,68 @@ def test_the_inbox_query_uses_the_room_seq_index(team):
     else:
         assert f"USING INDEX {_sqlite_index_on('bus_entry', ['room_id', 'seq'])}" in plan, plan
         assert "USE TEMP B-TREE" not in plan, plan
+
+
+def test_a_new_seat_of_any_kind_inherits_its_siblings_position(team):
+    """REGRESSION: 2026-12-01 — a new seat was reported to start behind its sibling; a
+    new HTTP session's seat, a hook's and a command's all start where the agent read."""
+    from django.utils import timezone as clock
+
+    from mcpgate import sessions
+    from mcpgate.models import McpSession
+
+    other = make_seat("api", team)
+    sibling = make_seat("web", team)
+    for n in range(3):
+        send(other, team, f"n{n}.")
+    services.reading.read_inbox(seat=sibling, room="team")
+    later = send(other, team, "after the sibling read.")
+    session = McpSession.objects.create(
+        id="f" * 32, label="web", protocol_version="2025-06-18", last_active_at=clock.now()
+    )
+
+    over_http = sessions.bind_seat(session).seat
+    by_hook = services.seats.check_in(
+        agent="web", session_id=session_id(), default_rooms=[], join_defaults=True
+    )
+
+    for newcomer in (over_http, by_hook):
+        assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == [later["id"]]
+
+
+def test_the_send_roster_reads_a_seat_as_the_orm_does():
+    """bus.services.entries reads the room's seats with raw SQL (no model instances): the
+    values the wake decisions see must be the ORM's, datetimes aware and equal."""
+    from bus.services.entries import _roster
+
+    room = make_room("roster")
+    seat = make_seat("reader", room)
+    parted = make_seat("parted", room)
+    at = timezone.now().replace(microsecond=123456)
+    Seat.objects.filter(pk=seat.pk).update(
+        quiet=True,
+        quiet_until=at + timedelta(hours=1),
+        live_until=at + timedelta(seconds=45),
+        last_seen=at,
+        signed_off_at=at - timedelta(days=1),
+        hook_seen_at=at - timedelta(minutes=3),
+    )
+    services.rooms.part_room(seat=parted, room="roster")
+    seat.refresh_from_db()
+
+    readers = {r.name: r for r in _roster(room)}
+
+    reader = readers[seat.name]
+    assert (reader.pk, reader.agent_name, reader.quiet, reader.current) == (
+        seat.pk,
+        "reader",
+        True,
+        True,
+    )
+    for column in ("quiet_until", "live_until", "last_seen", "signed_off_at", "hook_seen_at"):
+        assert getattr(reader, column) == getattr(seat, column), column
+        assert getattr(reader, column).tzinfo is not None
+    assert reader.liveness(at) == seat.liveness(at)
+    assert reader.listener(at, reader.liveness(at)) == seat.listener(at, seat.liveness(at))
+    assert reader.facts() == seat.facts()
+    assert readers[parted.name].current is False

@@ -27,6 +27,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from bus import rules, services, stats
+from bus.admin import charts
 from bus.models import DecisionCount, Entry, Membership, ReadCount, Seat, WakeDecision
 from tests.claude_kit import (
     API_SEAT,
@@ -55,12 +56,23 @@ from tests.support import REPO, dump_store, make_staff, run_django_script, run_s
 TOP_KEYS = {"schema", "generatedAt", "window", "ledger", "totals", "rooms"}
 WINDOW_KEYS = {"since", "until", "retentionDays"}
 LEDGER_KEYS = {"empty", "first", "last", "records"}
-NUMBER_KEYS = {"entries", "reading", "decisions", "wakeUps"}
+NUMBER_KEYS = {"entries", "reading", "decisions", "wakeUps", "triage"}
 ROOM_KEYS = {"room", *NUMBER_KEYS}
 READING_KEYS = {"reads", "entries", "chars", "clipped", "charsHeldBack"}
 DECISION_KEYS = {"total", "byKind", "byReason"}
-WAKE_KEYS = {"decided", "told", "pushed", "announced", "turnsHeld", "notTold", "reachedNoSession"}
-SEAT_KEYS = {"seat", "forgotten", "quieted", "reading", "wakeUps"}
+WAKE_KEYS = {
+    "decided",
+    "told",
+    "pushed",
+    "announced",
+    "turnsHeld",
+    "toldAtStart",
+    "toldByReading",
+    "notTold",
+    "reachedNoSession",
+}
+SEAT_KEYS = {"seat", "forgotten", "quieted", "reading", "wakeUps", "triage"}
+TRIAGE_KEYS = {"letterbox", "net", "letterboxFailed"}
 
 
 def room_of(document: dict, name: str) -> dict:
@@ -129,6 +141,8 @@ def test_a_question_to_a_seat_with_no_stream_no_watch_and_no_hook_reached_no_ses
         "pushed": 0,
         "announced": 0,
         "turnsHeld": 0,
+        "toldAtStart": 0,
+        "toldByReading": 0,
         "notTold": 1,
         "reachedNoSession": 1,
     }
@@ -144,23 +158,41 @@ def test_a_live_seat_with_no_stream_no_watch_and_no_hook_reached_no_session_too(
     assert room_of(stats.report(), "team")["wakeUps"]["reachedNoSession"] == 1
 
 
-def test_a_wake_up_pushed_when_the_stream_opens_later_is_told_not_lost(team):
+def test_a_push_is_not_a_telling_until_a_way_that_reaches_the_model_tells_it(team):
     writer = make_seat("web", team)
     api = make_seat("api", team, liveness=rules.GONE)
     post(writer, team, "who owns the login form?", type="QUESTION", to=[api.name])
-
-    services.keep_live(seat=api)  # the session comes back and opens its stream
-    claimed, _ = services.claim_pushes(seat=api)
-
+    services.seats.keep_live(seat=api)  # the session comes back and opens its stream
+    claimed, _ = services.telling.claim_pushes(seat=api)
     assert len(claimed) == 1
     wake = room_of(stats.report(), "team")["wakeUps"]
-    assert (wake["pushed"], wake["told"], wake["reachedNoSession"]) == (1, 1, 0)
+    assert (wake["pushed"], wake["told"], wake["notTold"]) == (1, 0, 1)
+
+    told = services.telling.collect_wakes(seat=api)["entries"]  # the wait tool
+
+    assert [e["content"] for e in told] == ["who owns the login form?"]
+    assert told[0]["pushedAt"] is not None
+    wake = room_of(stats.report(), "team")["wakeUps"]
+    assert (wake["pushed"], wake["told"], wake["announced"]) == (1, 1, 1)
+    assert (wake["notTold"], wake["reachedNoSession"]) == (0, 0)
+
+
+def test_an_entry_returned_by_an_inbox_read_counts_as_told_by_reading(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    post(writer, team, "who owns the login form?", type="QUESTION", to=[api.name])
+
+    services.reading.read_inbox(seat=api, room="team")
+
+    wake = room_of(stats.report(), "team")["wakeUps"]
+    assert (wake["toldByReading"], wake["told"], wake["notTold"]) == (1, 1, 0)
+    assert services.telling.claim_nudges(seat=api) == []
 
 
 def test_a_seat_with_an_open_stream_is_recorded_as_live(team):
     writer = make_seat("web", team)
     api = make_seat("api", team)
-    services.keep_live(seat=api)
+    services.seats.keep_live(seat=api)
 
     post(writer, team, "is the API frozen?", type="QUESTION")
 
@@ -170,7 +202,7 @@ def test_a_seat_with_an_open_stream_is_recorded_as_live(team):
 def test_a_seat_whose_stop_hook_ran_is_a_listener_until_it_is_gone(team):
     writer = make_seat("web", team)
     api = make_seat("api", team)
-    services.claim_nudges(seat=api)  # its Stop hook ran: hooks are installed
+    services.telling.claim_nudges(seat=api)  # its Stop hook ran: hooks are installed
     post(writer, team, "first?", type="QUESTION", to=[api.name])
     set_liveness(api, rules.GONE)
     post(writer, team, "second?", type="QUESTION", to=[api.name])
@@ -186,7 +218,7 @@ def test_a_stop_hook_nudge_counts_as_a_turn_held(team):
     api = make_seat("api", team)
     post(writer, team, "who owns the login form?", type="QUESTION", to=[api.name])
 
-    assert len(services.claim_nudges(seat=api)) == 1
+    assert len(services.telling.claim_nudges(seat=api)) == 1
 
     wake = room_of(stats.report(), "team")["wakeUps"]
     assert (wake["turnsHeld"], wake["told"], wake["notTold"]) == (1, 1, 0)
@@ -197,7 +229,7 @@ def test_an_announcement_by_wait_counts_as_announced(team):
     api = make_seat("api", team)
     post(writer, team, "who owns the login form?", type="QUESTION", to=[api.name])
 
-    assert len(services.announce_wakes(seat=api)) == 1
+    assert len(services.telling.announce_wakes(seat=api)) == 1
 
     wake = room_of(stats.report(), "team")["wakeUps"]
     assert (wake["announced"], wake["told"]) == (1, 1)
@@ -206,7 +238,7 @@ def test_an_announcement_by_wait_counts_as_announced(team):
 def test_a_quiet_seats_decision_is_recorded_as_quiet(team):
     writer = make_seat("web", team)
     api = make_seat("api", team)
-    services.set_quiet(seat=api, duration="2h")
+    services.seats.set_quiet(seat=api, duration="2h")
 
     post(writer, team, "who owns the login form?", type="QUESTION", to=[api.name])
 
@@ -227,7 +259,7 @@ def test_inbox_records_characters_handed_out_and_entries_clipped(team, settings)
     post(writer, team, long_text)
     post(writer, team, "short.")
 
-    inbox = services.read_inbox(seat=reader, room="team")
+    inbox = services.reading.read_inbox(seat=reader, room="team")
 
     handed_out = sum(len(e["content"]) for e in inbox["entries"])
     (clipped,) = [e for e in inbox["entries"] if "clipped" in e]
@@ -250,9 +282,9 @@ def test_peek_counts_too_and_an_empty_read_writes_nothing(team):
     reader = make_seat("api", team)
     post(writer, team, "one.")
 
-    services.read_inbox(seat=reader, room="team", advance=False)
-    services.read_inbox(seat=reader, room="team")
-    services.read_inbox(seat=reader, room="team")  # nothing left: no write
+    services.reading.read_inbox(seat=reader, room="team", advance=False)
+    services.reading.read_inbox(seat=reader, room="team")
+    services.reading.read_inbox(seat=reader, room="team")  # nothing left: no write
 
     row = ReadCount.objects.get()
     assert (row.reads, row.entries) == (2, 2)
@@ -285,8 +317,8 @@ def test_a_failing_record_never_fails_the_read(team, monkeypatch):
         with connection.cursor() as cursor:
             cursor.execute("SELECT * FROM no_such_stats_table")
 
-    monkeypatch.setattr(services, "_count_reading", broken)
-    inbox = services.read_inbox(seat=reader, room="team")
+    monkeypatch.setattr(services.recording, "count_reading", broken)
+    inbox = services.reading.read_inbox(seat=reader, room="team")
 
     assert [e["content"] for e in inbox["entries"]] == ["one."]
     assert Membership.objects.get(seat=reader).cursor == 1
@@ -300,7 +332,7 @@ def test_a_forgotten_seat_keeps_its_ledger_rows_and_its_name(team):
     long_ago = timezone.now() - timedelta(days=8)
     Seat.objects.filter(pk=gone.pk).update(last_seen=long_ago)
 
-    assert services.prune(days=7)["seats"] == [gone.name]
+    assert services.seats.prune(days=7)["seats"] == [gone.name]
 
     row = WakeDecision.objects.get()
     assert (row.seat_id, row.seat_name) == (None, gone.name)
@@ -316,7 +348,7 @@ def test_prune_deletes_ledger_rows_older_than_the_retention_and_never_an_entry(t
     make_seat("docs", team)
     post(writer, team, "old question?", type="QUESTION", to=[reader.name])
     post(writer, team, "old fact.")
-    services.read_inbox(seat=reader, room="team")
+    services.reading.read_inbox(seat=reader, room="team")
     old = timezone.now() - timedelta(days=31)
     WakeDecision.objects.update(decided_at=old)
     DecisionCount.objects.update(decided_at=old)
@@ -325,12 +357,12 @@ def test_prune_deletes_ledger_rows_older_than_the_retention_and_never_an_entry(t
     post(writer, team, "new fact.")
     before = list(Entry.objects.order_by("seq").values_list("id", "content", "signature"))
 
-    dry = services.prune(dry_run=True)["ledger"]
+    dry = services.seats.prune(dry_run=True)["ledger"]
     # the old question: api woken, docs not addressed; the old fact: both not a claim
     assert (dry["decisions"], dry["decisionCounts"], dry["readCounts"]) == (1, 2, 1)
     assert WakeDecision.objects.count() == 2  # a dry run deletes nothing
 
-    result = services.prune()["ledger"]
+    result = services.seats.prune()["ledger"]
 
     assert (result["decisions"], result["decisionCounts"], result["readCounts"]) == (1, 2, 1)
     assert result["retentionDays"] == 30
@@ -379,7 +411,7 @@ def test_the_report_has_the_pinned_keys(team):
     writer = make_seat("web", team)
     reader = make_seat("api", team)
     post(writer, team, "who?", type="QUESTION", to=[reader.name])
-    services.read_inbox(seat=reader, room="team")
+    services.reading.read_inbox(seat=reader, room="team")
 
     document = stats.report(seats=True)
 
@@ -395,10 +427,51 @@ def test_the_report_has_the_pinned_keys(team):
         assert set(numbers["decisions"]) == DECISION_KEYS
         assert set(numbers["decisions"]["byKind"]) == set(stats.KINDS)
         assert set(numbers["wakeUps"]) == WAKE_KEYS
+        assert set(numbers["triage"]) == TRIAGE_KEYS
     seat = seat_of(room, reader.name)
     assert set(seat) == SEAT_KEYS
     assert set(seat["reading"]) == READING_KEYS and set(seat["wakeUps"]) == WAKE_KEYS
     assert set(room_of(stats.report(), "team")) == ROOM_KEYS  # seats only when asked
+
+
+def test_the_letterbox_and_the_net_are_counted_and_add_no_decisions(team, settings):
+    settings.TRIAGE_CMD = ["judge"]  # the verdicts are recorded by hand below
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    services.seats.declare_focus(seat=reader, text="the billing cron")
+    post(writer, team, "who owns the login form?", type="QUESTION")
+    post(writer, team, "who owns the schema?", type="QUESTION")
+    [first, second] = services.triage.claim(seat=reader)
+    services.triage.record(answers={first["row"]: "no", second["row"]: "failed"})
+    post(writer, team, "the billing cron moved to 02:00", type="FACT")
+    [net] = services.triage.claim(seat=reader)
+    services.triage.record(answers={net["row"]: "yes"})
+
+    numbers = room_of(stats.report(), "team")
+
+    assert numbers["triage"] == {"letterbox": 1, "net": 1, "letterboxFailed": 1}
+    assert numbers["decisions"]["total"] == 3  # one per entry: judging decides nothing
+    assert numbers["wakeUps"]["decided"] == 2  # the failed letterbox and the net's yes
+    text = stats_text()
+    assert "1 held back by the letterbox · 1 told by the safety net · 1 letterbox failed" in text
+
+
+def test_the_stats_page_shows_the_letterbox_and_the_net(team, settings, admin_client):
+    settings.TRIAGE_CMD = ["judge"]
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+    post(writer, team, "who owns the login form?", type="QUESTION")
+    [row] = services.triage.claim(seat=reader)
+    services.triage.record(answers={row["row"]: "no"})
+    page = admin_client.get(reverse("admin:salon_stats")).content.decode()
+    assert re.search(r'id="salon-letterbox-card"><span class="n">1<', page)
+    assert "told by the safety net" in page and "letterbox failed" in page
+
+
+def stats_text() -> str:
+    from bus.management.verbs.upkeep import format_report
+
+    return format_report(stats.report(), "24h")
 
 
 def test_rooms_narrow_the_report_and_an_unknown_room_is_refused(team):
@@ -436,17 +509,17 @@ def test_the_timeline_counts_per_hour_per_room(team):
     ("value", "ceiling"), [(0, 1), (1, 1), (2, 2), (3, 5), (7, 10), (11, 20), (120, 200)]
 )
 def test_chart_scales_round_up_to_1_2_5(value, ceiling):
-    assert stats.nice_ceiling(value) == ceiling
+    assert charts.nice_ceiling(value) == ceiling
 
 
 def test_a_chart_keeps_the_biggest_rooms_and_sums_the_rest():
     now = timezone.now()
     series = {f"room-{i}": [i, 1] for i in range(9)}
 
-    chart = stats.stacked_bars(series, [now, now + timedelta(hours=1)], timedelta(hours=1))
+    chart = charts.stacked_bars(series, [now, now + timedelta(hours=1)], timedelta(hours=1))
 
     names = [item["name"] for item in chart["legend"]]
-    assert len(names) == stats.MAX_SERIES
+    assert len(names) == charts.MAX_SERIES
     assert names[:2] == ["room-8", "room-7"]
     assert names[-1] == "4 other rooms"
     assert chart["total"] == sum(sum(v) for v in series.values())
@@ -685,7 +758,7 @@ ARTIFACTS = REPO / "tests" / "artifacts"
 PASSWORD = "salon-staff-pw-9315"
 
 # A day of traffic in three rooms, generated through bus.services with the clock of
-# services.now moved forward step by step (every row is what the bus would have written
+# timezone.now moved forward step by step (every row is what the bus would have written
 # at that time; entries keep valid signatures). Some seats keep a stream open, some run
 # `salon wait`, some have a Stop hook, some have nothing: those are the wake-ups that
 # reach no session.
@@ -701,7 +774,8 @@ from bus import services
 rng = random.Random(9315)
 start = timezone.now() - timedelta(hours=23, minutes=40)
 clock = [start]
-services.now = lambda: clock[0]
+real_now = timezone.now
+timezone.now = lambda: clock[0]
 plan = {
     "team": ["web-app", "api-service", "docs", "mobile", "design"],
     "ops": ["ci", "deploy-bot", "api-service", "sre"],
@@ -712,23 +786,23 @@ ways = {"web-app": "stream", "api-service": "wait", "docs": "hook", "ci": "strea
         "deploy-bot": "none", "paper-bot": "none"}
 seats = {}
 for room, agents in plan.items():
-    services.create_room(name=room)
+    services.rooms.create_room(name=room)
     for agent in agents:
         if agent not in seats:
-            seats[agent] = services.check_in(
+            seats[agent] = services.seats.check_in(
                 agent=agent, session_id=f"{len(seats) + 1:04x}c0de-aaaa-4bbb-8ccc-0001")
-        services.join_room(seat=seats[agent], room=room)
+        services.rooms.join_room(seat=seats[agent], room=room)
 kinds = ["FACT"] * 6 + ["QUESTION"] * 2 + ["REQUEST", "ANSWER", "ANSWER"]
 weights = {"team": 5, "ops": 3, "research": 1}
-while clock[0] < timezone.now() - timedelta(minutes=2):
+while clock[0] < real_now() - timedelta(minutes=2):
     hour = clock[0].hour
     busy = 3 if 8 <= (hour + 1) % 24 <= 18 else 1
     clock[0] += timedelta(minutes=rng.randint(3, 30) / busy)
     for agent, seat in seats.items():
         if ways[agent] in ("stream", "wait"):
-            services.keep_live(seat=seat, seconds=45)
+            services.seats.keep_live(seat=seat, seconds=45)
         elif ways[agent] == "hook" and rng.random() < 0.5:
-            services.touch(seat=seat)
+            services.seats.touch(seat=seat)
     room = rng.choices(list(weights), list(weights.values()))[0]
     sender = seats[rng.choice(plan[room])]
     kind = rng.choice(kinds)
@@ -742,17 +816,17 @@ while clock[0] < timezone.now() - timedelta(minutes=2):
         "Please review the migration guide draft.",
         "Schema change: users.email is now unique. " * rng.randint(1, 60),
     ])
-    services.send_entry(seat=sender, room=room, type=kind, to=to, text=text)
+    services.entries.send_entry(seat=sender, room=room, type=kind, to=to, text=text)
     for agent, seat in seats.items():
         if ways[agent] == "stream":
-            services.claim_pushes(seat=seat)
+            services.telling.claim_pushes(seat=seat)
         elif ways[agent] == "wait":
-            services.announce_wakes(seat=seat)
+            services.telling.announce_wakes(seat=seat)
         elif ways[agent] == "hook" and rng.random() < 0.5:
-            services.claim_nudges(seat=seat)
+            services.telling.claim_nudges(seat=seat)
         if rng.random() < 0.15:
-            for name in services.seat_rooms(seat):
-                services.read_inbox(seat=seat, room=name, limit=50)
+            for name in services.rooms.seat_rooms(seat):
+                services.reading.read_inbox(seat=seat, room=name, limit=50)
 """
 
 

@@ -19,7 +19,7 @@ def test_salon_status_lists_every_neighbour_with_its_rooms(django_assert_max_num
     team, ops, quiet = make_room("team"), make_room("ops"), make_room("quiet")
     me = make_seat("web-app", team)
     others = [make_seat(f"agent-{i:02d}", *([team, ops] if i % 2 else [team])) for i in range(40)]
-    services.join_room(seat=others[0], room="quiet")
+    services.rooms.join_room(seat=others[0], room="quiet")
     with django_assert_max_num_queries(6):  # not one per neighbour
         status = status_of(me)
     listed = {row["seat"]: row["rooms"] for row in status["seats"]}

@@ -123,7 +123,9 @@ def test_an_entry_already_pushed_to_a_stream_is_announced_all_the_same(env):
     meet(env)
     send(env, api, "team", "QUESTION", "pushed while channels may be off")
     execute(env, "UPDATE bus_wakedecision SET push_seq = 1, pushed_at = decided_at")
-    assert "pushed while channels may be off" in ok(web(env, "wait", "--once")).stdout
+    line = ok(web(env, "wait", "--once")).stdout
+    assert "pushed while channels may be off" in line
+    assert line.rstrip().endswith(" UTC)") and "(also pushed " in line
 
 
 def test_wait_never_moves_the_cursor(env):

@@ -16,6 +16,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from bus import strict
+
 
 class SalonParser(CommandParser):
     def error(self, message):
@@ -28,31 +30,6 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def explain(exc: BaseException) -> str:
-    """The one line a user sees for an exception that is not a refusal."""
-    from django.db import DatabaseError
-
-    text = one_line(exc)
-    if isinstance(exc, DatabaseError):
-        if "no such table" in text or "does not exist" in text:
-            return (
-                f"the database has no agent-salon tables yet ({text}): "
-                "run `salon migrate` (or `salon serve`, which applies migrations)"
-            )
-        if "no such column" in text:
-            return (
-                f"the database is older than this agent-salon ({text}): "
-                "run `salon migrate` to bring it up to date"
-            )
-        if "locked" in text:
-            return f"the database is busy ({text}); try again in a moment"
-        return f"database error: {text}"
-    return (
-        f"internal error: {type(exc).__name__}: {text} "
-        "(run again with --traceback for the details of a bug report)"
-    )
-
-
 class SalonCommand(BaseCommand):
     def create_parser(self, prog_name, subcommand, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
@@ -61,6 +38,10 @@ class SalonCommand(BaseCommand):
         )
         parser.__class__ = SalonParser
         return parser
+
+    def prefix(self, argv: list[str]) -> str:
+        """How a refusal starts: `salon <command>`."""
+        return f"salon {argv[1]}"
 
     def refuse(self, message: str) -> CommandError:
         return CommandError(message)
@@ -84,7 +65,7 @@ class SalonCommand(BaseCommand):
         cmd_options = vars(options)
         args = cmd_options.pop("args", ())
         handle_default_options(options)
-        prefix = f"salon {argv[1]}"
+        prefix = self.prefix(argv)
         try:
             self.execute(*args, **cmd_options)
         except KeyboardInterrupt:
@@ -102,8 +83,75 @@ class SalonCommand(BaseCommand):
         except Exception as exc:
             if options.traceback:
                 raise
+            from bus.management.ops import explain
+
             self.stderr.write(f"{prefix}: {explain(exc)}")
             sys.exit(1)
         finally:
             with contextlib.suppress(Exception):  # nothing useful to report while leaving
                 connections.close_all()
+
+
+class BusCommand(SalonCommand):
+    """A command that speaks for a seat or reads the bus: fast, quiet, strict.
+
+    System checks are skipped (they import the URLconf and admin, and cost start-up time
+    on every hook and cron call); `salon check` runs them.
+    """
+
+    requires_system_checks: list[str] = []
+    suppressed_base_arguments = {
+        "--version",
+        "--settings",
+        "--pythonpath",
+        "--no-color",
+        "--force-color",
+    }
+
+    def usage(self, message: str):
+        """A usage error found after parsing (exit status 2, like argparse's own)."""
+        return CommandError(message, returncode=2)
+
+    def say(self, text: str) -> None:
+        # safe_text: a stored row may hold a lone surrogate, which no UTF-8 stream takes.
+        self.stdout.write(strict.safe_text(text))
+
+    def note(self, text: str) -> None:
+        """A notice or warning: stderr, so stdout stays pure JSON under --json."""
+        self.stderr.write(strict.safe_text(text), style_func=lambda s: s)
+
+
+def caller_from_settings() -> dict:
+    """Who a command run through `manage.py` speaks for (bus.management.verbs.caller),
+    from Django's settings (which read the environment and the config file)."""
+    from django.conf import settings
+
+    from bus.management import verbs
+
+    environ = dict(os.environ)
+    environ["AGENT_SALON_NAME"] = settings.AGENT_NAME
+    environ["AGENT_SALON_ROOM"] = ",".join(settings.AGENT_ROOMS)
+    return verbs.caller(environ)
+
+
+def verb_command(name: str) -> type[BaseCommand]:
+    """The `manage.py <verb>` form of a bus command: the same verb, run in-process."""
+    from bus.management import verbs
+
+    verb = verbs.find(name)
+
+    class Command(BaseCommand):
+        help = verb.help
+
+        def create_parser(self, prog_name, subcommand, **kwargs):
+            return verb.parser()
+
+        def run_from_argv(self, argv):
+            from bus.management import ops
+
+            sys.exit(verbs.run([name, *argv[2:]], caller=caller_from_settings(), answer=ops.answer))
+
+        def handle(self, *args, **options):
+            raise CommandError(f"run it as `salon {name} …` or `manage.py {name} …`")
+
+    return Command

@@ -1,10 +1,5 @@
-"""`salon peek ROOM`: what `inbox` would show, leaving the cursor where it is."""
+"""`salon peek`: bus.management.verbs has the command; this is its manage.py form."""
 
-from __future__ import annotations
+from bus.management.base import verb_command
 
-from bus.management.commands.inbox import Command as InboxCommand
-
-
-class Command(InboxCommand):
-    help = "Look at ROOM's unread entries like `inbox`, without moving this seat's cursor."
-    advance = False
+Command = verb_command("peek")

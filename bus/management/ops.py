@@ -1,0 +1,191 @@
+"""The operations behind the bus commands: one request in, one answer out.
+
+A request is `{"op", "args", "caller"}` (bus.management.verbs builds it): the operation,
+its JSON arguments, and who asks — `agent`, `session` (a Claude Code session id, or
+none), `agentFrom` (where the agent name came from, for the refusal of a bad one),
+`host`, `rooms` (the caller's own AGENT_SALON_ROOM: a new seat's default rooms). The
+answer is `{"ok": true, "result": …}` or `{"ok": true, "refusal": …, "status": N}`.
+
+The same function answers in every process: a running server of the store (over the
+local line) and a command that found none (in-process). Other apps add operations with
+`register` (the Claude Code hooks: mcpgate.claude).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError
+
+from bus import rules, services, stats
+from bus.models import Seat
+from bus.rules import RuleError
+
+log = logging.getLogger("salon.ops")
+
+
+@dataclass
+class Call:
+    args: dict
+    caller: dict
+    _seat: Seat | None = field(default=None, repr=False)
+
+    def seat(self, *, first_act_join: str | None = None) -> Seat:
+        """Check the caller in: a Claude Code session joins its default rooms once; a bare
+        caller (cron, a shell) writes as the agent name and joins nothing by itself. A new
+        seat whose first act is to join a room gets that room only (SPEC §3)."""
+        if self._seat is None:
+            agent = self.caller.get("agent") or ""
+            try:
+                rules.validate_name(agent, "agent")
+            except RuleError as exc:
+                source = self.caller.get("agentFrom") or "the working directory's name"
+                raise RuleError(
+                    f"{exc} (the agent name comes from {source}; set AGENT_SALON_NAME=<name>)"
+                ) from None
+            session = self.caller.get("session") or None
+            self._seat = services.seats.check_in(
+                agent=agent,
+                session_id=session,
+                host=self.caller.get("host") or "",
+                default_rooms=[first_act_join] if first_act_join else self.caller.get("rooms"),
+                join_defaults=bool(session),
+            )
+        return self._seat
+
+
+Operation = Callable[[Call], object]
+OPS: dict[str, Operation] = {}
+
+
+def register(name: str, operation: Operation) -> None:
+    OPS[name] = operation
+
+
+def answer(request: dict) -> dict:
+    """Run one request; never raises (a bug is a refusal naming it, logged in full)."""
+    operation = OPS.get(request.get("op") or "")
+    if operation is None:
+        return {"ok": True, "refusal": f"no such operation {request.get('op')!r}", "status": 2}
+    call = Call(args=dict(request.get("args") or {}), caller=dict(request.get("caller") or {}))
+    try:
+        return {"ok": True, "result": operation(call)}
+    except RuleError as exc:
+        return {"ok": True, "refusal": str(exc), "status": 1}
+    except Exception as exc:
+        if not isinstance(exc, DatabaseError) and log.hasHandlers():
+            # A server's log (salon.settings.LOGGING) gets the traceback; a command that
+            # answered itself says it in its one line.
+            log.exception("operation %s failed", request.get("op"))
+        return {"ok": True, "refusal": explain(exc), "status": 1}
+
+
+def explain(exc: BaseException) -> str:
+    """The one line a user sees for an exception that is not a refusal."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, DatabaseError):
+        if "no such table" in text or "does not exist" in text:
+            return (
+                f"the database has no agent-salon tables yet ({text}): "
+                "run `salon migrate` (or `salon serve`, which applies migrations)"
+            )
+        if "no such column" in text:
+            return (
+                f"the database is older than this agent-salon ({text}): "
+                "run `salon migrate` to bring it up to date"
+            )
+        if "locked" in text:
+            return f"the database is busy ({text}); try again in a moment"
+        return f"database error: {text}"
+    return f"internal error: {type(exc).__name__}: {text}"
+
+
+# ---------------------------------------------------------------- the bus commands
+
+
+def _send(call: Call) -> dict:
+    a = call.args
+    return services.entries.send_entry(
+        seat=call.seat(),
+        text=a["text"],
+        room=a.get("room"),
+        type=a.get("type"),
+        to=a.get("to") or [],
+        re=a.get("re"),
+        meta=a.get("meta"),
+        create=bool(a.get("create")),
+        via="cli",
+    )
+
+
+def _inbox(call: Call) -> dict:
+    a = call.args
+    return services.reading.read_inbox(
+        seat=call.seat(), room=a.get("room"), limit=a.get("limit", 20), advance=a["advance"]
+    )
+
+
+def _rooms(call: Call):
+    a = call.args
+    if a.get("create"):
+        room, created = services.rooms.create_room(name=a["create"])
+        return {"room": room.name, "created": created}
+    if a.get("archive"):
+        return services.rooms.archive_room(name=a["archive"], force=bool(a.get("force")))
+    if a.get("restore"):
+        return services.rooms.restore_room(name=a["restore"])
+    return services.rooms.list_rooms(archived=bool(a.get("archived")))
+
+
+def _token(call: Call):
+    action, label = call.args["action"], call.args.get("label")
+    if action == "issue":
+        return {"label": label, "token": services.tokens.issue_token(label=label)}
+    if action == "revoke":
+        return {"label": label, "revoked": services.tokens.revoke_tokens(label=label)}
+    return [t for t in services.tokens.list_tokens() if label in (None, t["label"])]
+
+
+OPS.update(
+    {
+        "send": _send,
+        "inbox": _inbox,
+        "unread": lambda call: services.reading.mark_unread(
+            seat=call.seat(), room=call.args["room"], count=call.args["count"]
+        ),
+        "history": lambda call: services.reading.read_history(
+            seat=call.seat(),
+            room=call.args.get("room"),
+            limit=call.args.get("limit", 20),
+            sender=call.args.get("sender"),
+        ),
+        "agents": lambda call: services.seats.agents_projection(),
+        "focus": lambda call: services.seats.declare_focus(
+            seat=call.seat(),
+            text=call.args.get("text"),
+            files=call.args.get("files"),
+            phase=call.args.get("phase"),
+        ),
+        "quiet": lambda call: services.seats.set_quiet(
+            seat=call.seat(), duration=call.args.get("duration"), off=bool(call.args.get("off"))
+        ),
+        "rooms": _rooms,
+        "join": lambda call: services.rooms.join_room(
+            seat=call.seat(first_act_join=call.args["room"]),
+            room=call.args["room"],
+            create=bool(call.args.get("create")),
+        ),
+        "part": lambda call: services.rooms.part_room(seat=call.seat(), room=call.args["room"]),
+        "prune": lambda call: services.seats.prune(
+            days=call.args.get("days", 7), dry_run=bool(call.args.get("dry_run"))
+        ),
+        "token": _token,
+        "stats": lambda call: stats.report(
+            rooms=call.args.get("rooms") or [],
+            since=call.args.get("since") or "24h",
+            seats=bool(call.args.get("seats")),
+        ),
+    }
+)

@@ -1,0 +1,93 @@
+"""agents, focus, quiet: who is on the bus and what they say of themselves."""
+
+from __future__ import annotations
+
+from bus.management.verbs import Output, Verb, add_json_flag, formats, types
+
+
+class Agents(Verb):
+    name = "agents"
+    summary = "who is on the bus: seats, liveness, focus, quiet"
+    help = (
+        "Show every agent with its seats: liveness, last wrote, quiet, focus. "
+        "--json prints the salon.agents/1 contract."
+    )
+    speaks_for_a_seat = False
+
+    def add_arguments(self, parser):
+        add_json_flag(parser)
+
+    def show(self, projection, options, out: Output):
+        if options.json:
+            out.emit_json(projection)
+        else:
+            out.say(formats.format_agents(projection))
+
+
+class Focus(Verb):
+    name = "focus"
+    summary = "say what this seat is on"
+    help = (
+        'Declare what this seat is on: focus "sentence" [--files a,b] [--phase P]. '
+        "--phase alone re-declares the standing sentence; no arguments read it back; "
+        'focus "" clears it.'
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("text", nargs="?", help='one sentence; "" clears the focus')
+        parser.add_argument(
+            "--files", type=types.files_arg, metavar="a,b", help="the files it touches"
+        )
+        parser.add_argument(
+            "--phase", type=types.phase_arg, help="explore, plan, apply, verify or blocked"
+        )
+        add_json_flag(parser)
+
+    def arguments(self, options):
+        return {"text": options.text, "files": options.files, "phase": options.phase}
+
+    def show(self, result, options, out: Output):
+        if options.json:
+            out.emit_json(result)
+        else:
+            out.say(formats.format_focus(result["seat"], result["focus"]))
+
+
+class Quiet(Verb):
+    name = "quiet"
+    summary = "stop being woken for a while"
+    help = (
+        "Turn this seat quiet (entries are still delivered, nothing wakes it): "
+        "--for 90m|2h|1d sets an expiry, none means until `salon quiet --off`."
+    )
+
+    def add_arguments(self, parser):
+        switch = parser.add_mutually_exclusive_group()
+        switch.add_argument(
+            "--for",
+            dest="duration",
+            type=types.duration_arg,
+            metavar="DURATION",
+            help="how long, e.g. 90m, 2h, 1d",
+        )
+        switch.add_argument("--off", action="store_true", help="end the quiet now")
+        add_json_flag(parser)
+
+    def arguments(self, options):
+        return {"duration": options.duration, "off": options.off}
+
+    def show(self, result, options, out: Output):
+        if options.json:
+            out.emit_json(result)
+        elif not result["quiet"]:
+            out.say(f"{result['seat']} is not quiet: waking entries wake it")
+        elif result["quietUntil"]:
+            out.say(f"{result['seat']} is quiet until {formats.local_time(result['quietUntil'])}")
+        else:
+            out.say(
+                f"{result['seat']} is quiet with NO EXPIRY: nothing wakes it until "
+                "`salon quiet --off`"
+            )
+
+
+VERBS = [Agents(), Focus(), Quiet()]

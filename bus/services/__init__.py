@@ -1,0 +1,20 @@
+"""The bus's operations: the only code that writes bus rows, split by noun.
+
+* seats: check-in, liveness evidence, focus, quiet, the agents projection, prune;
+* rooms: rooms and memberships;
+* entries: sending (the entry and its wake decisions in one transaction);
+* reading: inbox, peek, history, unread counts;
+* telling: the per-seat ledger's claims — pushes, and the tellings of wait, the
+  Monitor and the Stop hook;
+* tokens: bearer tokens;
+* triage: the letterbox and the safety net (a judge command on the telling path).
+
+Every adapter calls these keyword-only verbs; the rules they apply live in bus.rules and
+the shapes they answer with in bus.wire. A refusal is a bus.rules.RuleError whose
+message says what was wrong and how to fix it. New entries ring bus.bell on commit.
+"""
+
+# The nouns, reachable as services.<noun>.<verb> from a plain `from bus import services`.
+from bus.services import entries, reading, rooms, seats, telling, tokens, triage
+
+__all__ = ["entries", "reading", "rooms", "seats", "telling", "tokens", "triage"]

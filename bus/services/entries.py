@@ -1,0 +1,476 @@
+"""Sending: one entry and its per-seat wake decisions, stored in one transaction (§4, §5).
+Landing: the same for an entry written on another machine (`land_entry`, via the relay).
+
+Ordering: the entry's seq is taken from its room's counter under the room row's lock, so
+within a room seq order is commit order on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from uuid import UUID
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from bus import bell, rules, signals, signing, wire
+from bus.models import (
+    Agent,
+    Alias,
+    DecisionCount,
+    Entry,
+    Membership,
+    Room,
+    Seat,
+    WakeDecision,
+)
+from bus.rules import RuleError, UnknownAddressee
+from bus.services import recording, rooms, seats
+
+
+def send_entry(
+    *,
+    seat: Seat,
+    text: str,
+    room: str | Room | None = None,
+    type: str | None = None,
+    to: Iterable[str] = (),
+    re: str | None = None,
+    meta: dict | None = None,
+    via: str = "cli",
+    sender_addr: str = "",
+    sender_session: str = "",
+    create: bool = False,
+) -> dict:
+    """Store one entry and its wake decisions in one transaction; report who it wakes.
+
+    `to` is a list of seat or agent names (an adapter splits what its caller typed); with
+    no `room`, the entry goes to the seat's primary room (bus.services.rooms)."""
+    content = rules.validate_content(text)
+    meta = rules.validate_meta(meta)
+    _refuse_unstorable(content, meta)
+    for key in ("source", "from", "ts", "id"):
+        meta.pop(key, None)  # the server fills these in; a caller cannot
+    entry_type = rules.normalize_type(type) if type else rules.type_from_meta(meta)
+    names = [rules.validate_name(n.strip(), "addressee") for n in to if n and n.strip()]
+    names = rules.validate_addressees(resolve_aliases(list(dict.fromkeys(names))))
+    room_row = rooms.room_for_write(seat, room, create=create)
+    re_entry = _resolve_re(room_row, re)
+
+    with transaction.atomic():
+        seq = _next_seq(room_row)
+        # Who has ever been in the room, read once under the room's lock: the addressee
+        # check and the wake decisions use the same rows. An unknown addressee is
+        # refused here, before anything is written (the transaction rolls back).
+        roster = _roster(room_row)
+        if names:
+            known = _known_names(roster)
+            for name in names:
+                if name not in known:
+                    raise UnknownAddressee(
+                        rules.unknown_addressee_error(name, known, room_row.name),
+                        rules.closest_names(name, known),
+                    )
+        ts = _to_ms(timezone.now())
+        entry = Entry(
+            room=room_row,
+            seq=seq,
+            ts=ts,
+            sender=seat.name,
+            sender_agent=seat.agent.name,
+            type=entry_type,
+            to=names,
+            re=re_entry.id if re_entry else None,
+            content=content,
+            meta=meta,
+            via=via,
+            sender_addr=sender_addr,
+            sender_session=sender_session,
+        )
+        entry.signature = signing.sign_entry(entry)
+        entry.save(force_insert=True)
+        wakes, notices, woken_ids = _decide_and_record(
+            entry, room_row, seat, re_entry, ts, roster=roster
+        )
+        Seat.objects.filter(pk=seat.pk).update(last_wrote=ts, last_seen=ts)
+        bell.ring_on_commit(entry_id=entry.id, seat_ids=woken_ids)
+        _announce_on_commit(entry, room_row)
+
+    report = wire.send_report(entry, seat, wakes, notices)
+    if not seat.session_id and via == "cli":
+        report["warning"] = (
+            f"no session id: writing as the bare agent name {seat.name!r}, which several "
+            "processes may share; set CLAUDE_CODE_SESSION_ID to write as one seat"
+        )
+    return report
+
+
+def _announce_on_commit(entry: Entry, room: Room) -> None:
+    transaction.on_commit(
+        lambda: signals.entry_stored.send(
+            sender=Entry, room=room.name, seq=entry.seq, via=entry.via
+        )
+    )
+
+
+def land_entry(
+    *,
+    id: UUID,
+    room: str,
+    ts: datetime,
+    sender: str,
+    type: str,
+    to: Sequence[str] = (),
+    re: UUID | None = None,
+    content: str,
+    meta: dict | None = None,
+    sender_addr: str = "",
+) -> dict | None:
+    """Store an entry written on another machine, as it was written there (§13).
+
+    Its id, time and sender (a remote seat, `agent@device#sid8`) are kept and it is stored
+    with via=relay; the signature is this store's own, over the landed fields. The seq is
+    this room's next, and the wake decisions are taken here, now, exactly as for a send:
+    from then on every read path treats it like any other entry. `to` names are stored as
+    given (the writer's machine checked them against its own view of the room) and `re`
+    is kept even when the entry it names never reached this store (entry ids are UUIDv7,
+    the same on every machine). Returns `{id, room, seq, wakes}`, or None when an entry
+    with this id is already stored: a resync after a restart carries some twice.
+    """
+    content = rules.validate_content(content)
+    meta = rules.validate_meta(meta)
+    _refuse_unstorable(content, meta)
+    entry_type = rules.normalize_type(type)
+    names = rules.validate_addressees([rules.validate_name(n, "addressee") for n in to])
+    if ts.tzinfo is None:
+        raise RuleError("a landed entry's time must carry its time zone (UTC)")
+    ts = _to_ms(ts)
+    room_row = rooms.get_room(room)
+    if Entry.objects.filter(pk=id).exists():
+        return None
+    at = timezone.now()
+    try:
+        with transaction.atomic():
+            seat = seats.remote_seat(name=sender, room=room_row, wrote_at=min(ts, at))
+            seq = _next_seq(room_row)
+            re_entry = Entry.objects.filter(room=room_row, pk=re).first() if re else None
+            entry = Entry(
+                id=id,
+                room=room_row,
+                seq=seq,
+                ts=ts,
+                sender=seat.name,
+                sender_agent=seat.agent.name,
+                type=entry_type,
+                to=names,
+                re=re,
+                content=content,
+                meta=meta,
+                via="relay",
+                sender_addr=sender_addr[:64],
+            )
+            entry.signature = signing.sign_entry(entry)
+            entry.save(force_insert=True)
+            wakes, _, woken_ids = _decide_and_record(entry, room_row, seat, re_entry, at)
+            bell.ring_on_commit(entry_id=entry.id, seat_ids=woken_ids)
+            _announce_on_commit(entry, room_row)
+    except IntegrityError:
+        if Entry.objects.filter(pk=id).exists():
+            return None  # landed by another bridge of this store a moment ago
+        raise
+    return {"id": str(entry.id), "room": room_row.name, "seq": seq, "wakes": wakes}
+
+
+def _next_seq(room: Room) -> int:
+    """Take the room's next seq, locking the room's row until the transaction ends (so
+    seq order is commit order): one `UPDATE … RETURNING` where the database has it."""
+    if not connection.features.can_return_columns_from_insert:  # SQLite before 3.35
+        locked = Room.objects.select_for_update().get(pk=room.pk)
+        Room.objects.filter(pk=locked.pk).update(last_seq=locked.last_seq + 1)
+        return locked.last_seq + 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s "
+            "RETURNING last_seq",
+            [room.pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Room.DoesNotExist(f"room {room.pk} is gone")
+    return row[0]
+
+
+def _to_ms(ts: datetime) -> datetime:
+    return ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+
+
+# Names per alias lookup: bounds the statement's parameters (SQLite allows 32,766), however
+# long a `to` list a caller sends before the addressee limit refuses it.
+ALIAS_CHUNK = 500
+
+
+def resolve_aliases(to: Sequence[str]) -> list[str]:
+    aliases: dict[str, str] = {}
+    for start in range(0, len(to), ALIAS_CHUNK):
+        chunk = list(to[start : start + ALIAS_CHUNK])
+        # Every addressed send asks it: written out, not compiled by the ORM each time.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT name, {connection.ops.quote_name('real')} FROM {Alias._meta.db_table} "
+                f"WHERE name IN ({', '.join(['%s'] * len(chunk))})",
+                chunk,
+            )
+            aliases.update(cursor.fetchall())
+    aliases.update(settings.ALIASES)
+    return rules.resolve_aliases(to, aliases)
+
+
+def _known_names(roster: list[Reader]) -> list[str]:
+    """Every seat and agent name that has ever been in the room (parted ones too)."""
+    names: set[str] = set()
+    for reader in roster:
+        names.update((reader.name, reader.agent_name, rules.base_agent(reader.agent_name)))
+    return sorted(names)
+
+
+class Reader:
+    """What the wake decisions read of a seat of the room: the few columns they need,
+    without a model instance (loading a Membership, Seat and Agent per reader, with every
+    datetime column parsed, was most of a send's CPU: bench/RESULTS.md). The methods are
+    Seat's own, so the rules stay in one place."""
+
+    __slots__ = (
+        "agent_name",
+        "current",
+        "hook_seen_at",
+        "last_seen",
+        "live_until",
+        "name",
+        "pk",
+        "quiet",
+        "quiet_until",
+        "signed_off_at",
+    )
+
+    def __init__(self, row: tuple) -> None:
+        (
+            self.pk,
+            self.name,
+            self.agent_name,
+            quiet,
+            quiet_until,
+            live_until,
+            last_seen,
+            signed_off_at,
+            hook_seen_at,
+            left_at,
+        ) = row
+        self.quiet = bool(quiet)
+        self.quiet_until = _stored_datetime(quiet_until)
+        self.live_until = _stored_datetime(live_until)
+        self.last_seen = _stored_datetime(last_seen)
+        self.signed_off_at = _stored_datetime(signed_off_at)
+        self.hook_seen_at = _stored_datetime(hook_seen_at)
+        self.current = left_at is None
+
+    liveness = Seat.liveness
+    is_quiet = Seat.is_quiet
+    listener = Seat.listener
+
+    def facts(self) -> rules.SeatFacts:
+        return rules.SeatFacts(
+            seat=self.name, agent=self.agent_name, quiet=self.quiet, quiet_until=self.quiet_until
+        )
+
+
+def _stored_datetime(value) -> datetime | None:
+    """A datetime column as a raw cursor returns it, made aware as the ORM makes it: an
+    aware datetime (PostgreSQL), a naive one in UTC (SQLite's converter; USE_TZ), or
+    SQLite's ISO text."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# The datetime columns are read as text on SQLite: its declared-type converter would
+# parse each with Django's regex parser (~3 µs each, five per reader), fromisoformat
+# takes a tenth of that.
+_ROSTER_SQL = """
+    SELECT s.id, s.name, a.name, s.quiet, {quiet_until}, {live_until}, {last_seen},
+           {signed_off_at}, {hook_seen_at}, m.left_at
+    FROM {membership} m
+    JOIN {seat} s ON s.id = m.seat_id
+    JOIN {agent} a ON a.id = s.agent_id
+    WHERE m.room_id = %s
+    ORDER BY m.id
+"""
+
+
+_ROSTER_DATETIMES = ("quiet_until", "live_until", "last_seen", "signed_off_at", "hook_seen_at")
+
+
+def _roster(room: Room) -> list[Reader]:
+    """Every membership of the room (parted ones too), one statement, no model instances."""
+    text = connection.vendor == "sqlite"
+    sql = _ROSTER_SQL.format(
+        membership=Membership._meta.db_table,
+        seat=Seat._meta.db_table,
+        agent=Agent._meta.db_table,
+        **{
+            column: f"CAST(s.{column} AS TEXT)" if text else f"s.{column}"
+            for column in _ROSTER_DATETIMES
+        },
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [room.pk])
+        return [Reader(row) for row in cursor.fetchall()]
+
+
+def _resolve_re(room: Room, re: str | None) -> Entry | None:
+    if not re:
+        return None
+    text = str(re).strip()
+    try:
+        return Entry.objects.get(room=room, id=UUID(text))
+    except (ValueError, Entry.DoesNotExist):
+        pass
+    # `re` may also name an entry by its timestamp, as printed by inbox and history.
+    try:
+        ts = parse_datetime(text)
+    except ValueError:
+        ts = None
+    if ts is not None:
+        found = Entry.objects.filter(room=room, ts=ts).order_by("seq").first()
+        if found is not None:
+            return found
+    raise RuleError(
+        f"re={text[:64]!r} names no entry of room {room.name!r}; "
+        "give the id (or ts) of an earlier entry in the same room"
+    )
+
+
+def _unstorable(text: str) -> str | None:
+    if "\x00" in text:
+        return "a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate"
+    return None
+
+
+def _refuse_unstorable(content: str, meta: dict) -> None:
+    """Refuse text no backend stores faithfully, naming the rule.
+
+    PostgreSQL rejects NUL in text and in jsonb (a DataError, i.e. a 500, while SQLite
+    stores it), and a lone surrogate in meta cannot be signed; both are refused on every
+    backend so the same entry is accepted or refused everywhere.
+    """
+    problem = _unstorable(content)
+    if problem:
+        raise RuleError(f"content holds {problem}: remove it and send again")
+    pending: list = [meta]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+        elif isinstance(value, str) and (problem := _unstorable(value)):
+            raise RuleError(f"meta holds {problem}: remove it and send again")
+
+
+def _decide_and_record(
+    entry: Entry,
+    room: Room,
+    sender: Seat,
+    re_entry: Entry | None,
+    at: datetime,
+    roster: list[Reader] | None = None,
+) -> tuple[list[str], list[str], list[int]]:
+    """Decide §5 for every reader of the room and record it: the ledger rows of the seats
+    it is a claim on (woken or quieted), one count row per other reason. Returns (the
+    seats `wakes` lists, the notices, the ids of the woken seats to ring)."""
+    facts = rules.EntryFacts(
+        sender_seat=sender.name,
+        type=entry.type,
+        to=tuple(entry.to),
+        re_author=re_entry.sender if re_entry else None,
+    )
+    if roster is None:
+        roster = _roster(room)
+    readers = [r for r in roster if r.current and r.pk != sender.pk]
+    rows, wakes, woken_ids, other_live = [], [], [], 0
+    liveness = {}
+    seat_facts: dict[int, rules.SeatFacts] = {}  # each reader's, made once
+    unwoken: Counter[str] = Counter()  # decisions with no ledger row: counted per entry
+    reasons: list[str] = []
+    for reader in readers:
+        liveness[reader.pk] = reader.liveness(at)
+        if liveness[reader.pk] == rules.LIVE:
+            other_live += 1
+        seat_facts[reader.pk] = reader.facts()
+        decision = rules.decide_wake(facts, seat_facts[reader.pk], at)
+        reasons.append(decision.reason)
+        if decision.woken or decision.reason == "quiet":
+            rows.append(
+                WakeDecision(
+                    entry=entry,
+                    seat_id=reader.pk,
+                    seat_name=reader.name,
+                    room=room,
+                    seq=entry.seq,
+                    woken=decision.woken,
+                    reason=decision.reason,
+                    decided_at=at,
+                    listener=reader.listener(at, liveness[reader.pk]),
+                )
+            )
+        else:
+            unwoken[decision.reason] += 1
+        if decision.woken:
+            woken_ids.append(reader.pk)
+            if liveness[reader.pk] != rules.GONE:
+                wakes.append(reader.name)
+    WakeDecision.objects.bulk_create(rows)
+    if unwoken:
+        recording.quietly(
+            lambda: DecisionCount.objects.bulk_create(
+                DecisionCount(entry=entry, room=room, reason=reason, count=n, decided_at=at)
+                for reason, n in sorted(unwoken.items())
+            )
+        )
+    transaction.on_commit(lambda: signals.wake_decided.send(sender=Entry, reasons=reasons))
+
+    statuses = []
+    for name in entry.to:
+        matching = [r for r in readers if rules.addressed_to([name], seat_facts[r.pk])]
+        quiet = [r for r in matching if r.is_quiet(at)]
+        all_quiet = bool(matching) and len(quiet) == len(matching)
+        statuses.append(
+            rules.AddresseeStatus(
+                name=name,
+                live_seats=sum(1 for r in matching if liveness[r.pk] == rules.LIVE),
+                quiet_until=max((r.quiet_until for r in quiet if r.quiet_until), default=None)
+                if all_quiet
+                else None,
+                quiet_forever=all_quiet and any(r.quiet_until is None for r in quiet),
+            )
+        )
+    notices = rules.send_notices(
+        to_status=statuses,
+        woken=sorted(wakes),
+        other_live_seats=other_live,
+        type=entry.type,
+        to=entry.to,
+        content_length=len(entry.content),
+        long_chars=settings.LONG_CHARS,
+    )
+    return sorted(wakes), notices, woken_ids

@@ -1,0 +1,285 @@
+"""Rooms and memberships: a room exists only when created on purpose (§3)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from bus import rules, wire
+from bus.models import Entry, Membership, Room, Seat
+from bus.rules import NotAMember, RuleError, UnknownRoom
+
+
+def existing_room_names() -> list[str]:
+    return list(Room.objects.visible().values_list("name", flat=True))
+
+
+def unknown_room(name: str) -> UnknownRoom:
+    names = existing_room_names()
+    listed = ", ".join(names) or "none yet"
+    return UnknownRoom(
+        f"there is no room {name!r} (rooms: {listed}); create it with "
+        f"`salon rooms --create {name}` or join with create",
+        names,
+    )
+
+
+def get_room(name: str) -> Room:
+    name = rules.validate_name(name, "room")
+    room = Room.objects.visible().filter(name=name).first()
+    if room is None:
+        raise unknown_room(name)
+    return room
+
+
+def create_room(*, name: str) -> tuple[Room, bool]:
+    name = rules.validate_name(name, "room")
+    existing = Room.objects.filter(name=name).first()
+    if existing is not None:
+        if existing.archived_at:
+            raise RuleError(
+                f"room {name!r} is archived; bring it back with `salon rooms --restore {name}`"
+            )
+        return existing, False
+    try:
+        return Room.objects.create(name=name), True
+    except IntegrityError:
+        return Room.objects.get(name=name), False
+
+
+# ---------------------------------------------------------------- memberships
+
+
+def ensure_membership(seat: Seat, room: Room) -> Membership:
+    """The seat is in the room: a new membership starts at the seat's first cursor, a
+    parted one is taken up again where it was."""
+    membership, created = Membership.objects.get_or_create(seat=seat, room=room)
+    if created:
+        membership.cursor = _first_cursor(seat, room)
+        membership.save(update_fields=["cursor"])
+    elif membership.left_at is not None:
+        membership.left_at = None
+        membership.save(update_fields=["left_at"])
+    return membership
+
+
+def _first_cursor(seat: Seat, room: Room) -> int:
+    siblings = Membership.objects.filter(room=room, seat__agent_id=seat.agent_id).exclude(seat=seat)
+    cursors = list(siblings.values_list("cursor", flat=True))
+    recent = []
+    if cursors:
+        since = timezone.now() - rules.SIBLING_WINDOW
+        # By sender_agent, not by the siblings' memberships: a sibling need not be a member
+        # to write here (the bare agent name from cron, a webhook), and its entry is still
+        # the other half of this agent's conversation.
+        recent = list(
+            Entry.objects.filter(room=room, sender_agent=seat.agent.name, ts__gte=since)
+            .exclude(sender=seat.name)
+            .values_list("seq", flat=True)
+        )
+    return rules.first_cursor(cursors, recent)
+
+
+def membership(seat: Seat, room: Room) -> Membership:
+    """The seat's current membership of the room, or a refusal saying how to join."""
+    found = Membership.objects.current().filter(seat=seat, room=room).first()
+    if found is None:
+        raise NotAMember(
+            f"{seat.name} is not in room {room.name!r}; join it first (`salon join {room.name}`)"
+        )
+    return found
+
+
+def join_room(*, seat: Seat, room: str, create: bool = False) -> dict:
+    if create:
+        room_row, created = create_room(name=room)
+    else:
+        room_row, created = get_room(room), False
+    with transaction.atomic():
+        ensure_membership(seat, room_row)
+    return {"room": room_row.name, "seat": seat.name, "created": created}
+
+
+def part_room(*, seat: Seat, room: str) -> dict:
+    room_row = get_room(room)
+    updated = (
+        Membership.objects.current().filter(seat=seat, room=room_row).update(left_at=timezone.now())
+    )
+    if not updated:
+        raise NotAMember(f"{seat.name} is not in room {room!r}; nothing to leave")
+    return {"room": room_row.name, "seat": seat.name, "left": True}
+
+
+# ---------------------------------------------------------------- which room (§3)
+
+
+def primary_room(seat: Seat) -> Room | None:
+    """The first of the seat's default rooms it is still in, else the room it joined
+    first: its default rooms are joined first, in order, so it is the oldest current
+    membership of a visible room."""
+    sql = _PRIMARY_ROOM_SQL.format(room=Room._meta.db_table, membership=Membership._meta.db_table)
+    rooms = list(Room.objects.raw(sql, [seat.pk]))
+    return rooms[0] if rooms else None
+
+
+# Every send without a room asks it: written out, not compiled by the ORM each time.
+_PRIMARY_ROOM_SQL = """
+    SELECT r.id, r.name, r.created_at, r.archived_at, r.last_seq
+    FROM {membership} m JOIN {room} r ON r.id = m.room_id
+    WHERE m.seat_id = %s AND m.left_at IS NULL AND r.archived_at IS NULL
+    ORDER BY m.id
+    LIMIT 1
+"""
+
+
+def room_for_write(seat: Seat, name: str | Room | None, *, create: bool = False) -> Room:
+    """The room a write goes to: the one named, else the seat's primary room, else the
+    default room (a caller in no room, such as cron). Never an error for several rooms."""
+    if isinstance(name, Room):
+        return name  # the caller has looked it up already
+    if name:
+        return create_room(name=name)[0] if create else get_room(name)
+    return primary_room(seat) or get_room(settings.DEFAULT_ROOM)
+
+
+def rooms_for_read(seat: Seat, name: str | None) -> list[Room]:
+    """The rooms a read covers: the one named (the seat must be in it), else every room
+    of the seat, oldest membership first."""
+    memberships = list(
+        Membership.objects.current()
+        .in_visible_rooms()
+        .filter(seat=seat)
+        .select_related("room")
+        .order_by("pk")
+    )
+    mine = [m.room for m in memberships]
+    if name:
+        room = get_room(name)
+        if room not in mine:
+            listed = ", ".join(r.name for r in mine) or "none"
+            raise NotAMember(
+                f"{seat.name} is not in room {room.name!r} (its rooms: {listed}); join it "
+                f"first (`salon join {room.name}`)"
+            )
+        return [room]
+    if not mine:
+        raise NotAMember(
+            f"{seat.name} is in no room yet: join one (`salon join ROOM`; `salon rooms` lists them)"
+        )
+    return mine
+
+
+def agent_primary_room(agent: str) -> Room:
+    """Where a caller that is only an agent name (the webhook's label) writes by default:
+    the primary room of its most recently seen seat that is in a room, else the default
+    room."""
+    # One statement: the oldest current membership in a visible room of the most
+    # recently seen of the agent's seats that has one (seats in no room drop out).
+    membership = (
+        Membership.objects.current()
+        .in_visible_rooms()
+        .filter(seat__agent__name=agent)
+        .select_related("room")
+        .order_by("-seat__last_seen", "-seat_id", "pk")
+        .first()
+    )
+    return membership.room if membership else get_room(settings.DEFAULT_ROOM)
+
+
+def seat_rooms(seat: Seat) -> list[str]:
+    return rooms_of_seats([seat.pk]).get(seat.pk, [])
+
+
+def rooms_of_seats(seat_ids: Iterable[int] | None) -> dict[int, list[str]]:
+    """The rooms (not archived) each seat is in, by name, in one query; None: every seat."""
+    query = Membership.objects.current().in_visible_rooms()
+    if seat_ids is not None:
+        query = query.filter(seat_id__in=list(seat_ids))
+    rooms: dict[int, list[str]] = {}
+    for seat_id, name in query.order_by("room__name").values_list("seat_id", "room__name"):
+        rooms.setdefault(seat_id, []).append(name)
+    return rooms
+
+
+def agent_rooms(*, agent: str) -> list[str]:
+    """The visible rooms any seat of `agent` is in (parted ones excluded), by name."""
+    return list(
+        Membership.objects.current()
+        .in_visible_rooms()
+        .filter(seat__agent__name=agent)
+        .values_list("room__name", flat=True)
+        .distinct()
+        .order_by("room__name")
+    )
+
+
+# ---------------------------------------------------------------- listing, archiving
+
+
+# What adapters add to `salon rooms` about a room: a provider gives {room name: {key:
+# value}} for the rooms it knows (the relay's bridge: which rooms are bridged, to which
+# relay, when each last synced). The domain lists them and never asks who they are.
+RoomNotes = Callable[[], dict[str, dict]]
+_room_notes: list[RoomNotes] = []
+
+
+def add_room_notes(provider: RoomNotes) -> None:
+    if provider not in _room_notes:
+        _room_notes.append(provider)
+
+
+def list_rooms(*, archived: bool = False) -> list[dict]:
+    at = timezone.now()
+    notes: dict[str, dict] = {}
+    for provider in _room_notes:
+        for name, extra in provider().items():
+            notes.setdefault(name, {}).update(extra)
+    result = []
+    for room in Room.objects.filter(archived_at__isnull=not archived).order_by("name"):
+        members = list(Seat.objects.in_rooms([room]).select_related("agent"))
+        result.append(
+            {
+                "room": room.name,
+                "entries": room.last_seq,
+                "seats": sorted(s.name for s in members),
+                "live": sorted(s.name for s in members if s.liveness(at) == rules.LIVE),
+                "archived": wire.iso(room.archived_at),
+                **notes.get(room.name, {}),
+            }
+        )
+    return result
+
+
+def archive_room(*, name: str, force: bool = False) -> dict:
+    room = get_room(name)
+    if name == settings.DEFAULT_ROOM:
+        raise RuleError(f"{name!r} is the default room (AGENT_SALON_DEFAULT_ROOM); it stays")
+    at = timezone.now()
+    live = [
+        m.seat.name
+        for m in Membership.objects.current().filter(room=room).select_related("seat")
+        if m.seat.liveness(at) == rules.LIVE
+    ]
+    if live and not force:
+        raise RuleError(
+            f"room {name!r} has live seats ({', '.join(sorted(live))}); "
+            "archive it anyway with --force"
+        )
+    Room.objects.filter(pk=room.pk).update(archived_at=at)
+    return {"room": name, "archived": wire.iso(at), "entriesKept": room.last_seq}
+
+
+def restore_room(*, name: str) -> dict:
+    name = rules.validate_name(name, "room")
+    updated = Room.objects.filter(name=name, archived_at__isnull=False).update(archived_at=None)
+    if not updated:
+        archived = list(
+            Room.objects.filter(archived_at__isnull=False).values_list("name", flat=True)
+        )
+        raise RuleError(
+            f"there is no archived room {name!r} (archived: {', '.join(archived) or 'none'})"
+        )
+    return {"room": name, "restored": True}

@@ -1,0 +1,232 @@
+"""The letterbox and the safety net (SPEC §14): a cheap model's judgement on the telling
+path (`salon wait`, the Stop hook, the push), never on `send`.
+
+* The letterbox judges the untold entries the rule woke a seat for (except one whose
+  `to` names exactly that seat: bus.rules.letterbox_judges). A "no" holds the entry
+  back; anything else tells it (it fails towards waking).
+* The safety net judges the newest unread entry the rule declined for a seat with a
+  focus (bus.ledger.NEWEST_UNREAD: an entry with no ledger row for the seat). Only a
+  "yes" tells it (it fails closed).
+
+One judgement per entry per seat, on the entry's ledger row (WakeDecision.judge,
+judgement, judged_at); a judgement never moves a cursor. Three steps, so that no
+transaction and no server's database thread ever waits for a judge:
+
+1. claim() marks each row to judge "pending" — a conditional UPDATE of a row nobody
+   judged, or, for the net, the INSERT of a row the (entry, seat) constraint admits once
+   — and returns the documents to judge. While pending the row does not wake (`woken`
+   False), so no path tells it before its verdict.
+2. bus.judge.ask_all runs AGENT_SALON_TRIAGE_CMD once per document.
+3. record() writes each verdict; `woken` follows it (bus.rules.triage_verdict).
+
+judge() does all three in the calling process. A judge whose verdict never comes (its
+process died) is failed by the next claim once its timeout is well past.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from bus import judge as judges
+from bus import ledger, rules, signing, wire
+from bus.models import Entry, Seat, WakeDecision
+from bus.services import rooms
+from bus.services.telling import untold_rows
+
+SCHEMA = "salon.triage/1"
+QUESTIONS = {
+    rules.LETTERBOX: (
+        "A message bus woke this coding-agent session for the entry below. Given the "
+        "session's focus, is the entry meant for it? Answer with one word: yes or no."
+    ),
+    rules.NET: (
+        "A message bus did not wake this coding-agent session for the entry below. Given "
+        "the session's focus, should it have been told? Answer with one word: yes or no."
+    ),
+}
+LOOK_LIMIT = 20  # letterbox rows claimed per look; the rest at the next look
+# A pending judgement older than the timeout plus this lost its judge: it is failed.
+STALE_GRACE = timedelta(seconds=30)
+
+
+def halves() -> tuple[bool, bool]:
+    """(letterbox on, safety net on): each needs the command and its own switch."""
+    configured = bool(settings.TRIAGE_CMD)
+    return configured and settings.TRIAGE_LETTERBOX, configured and settings.TRIAGE_NET
+
+
+def document(half: str, seat: Seat, entry: Entry, *, woken: bool, reason: str) -> dict:
+    """The one JSON document the judge reads on stdin."""
+    return {
+        "schema": SCHEMA,
+        "half": half,
+        "question": QUESTIONS[half],
+        "seat": {
+            "name": seat.name,
+            "agent": seat.agent.name,
+            "focus": {
+                "text": seat.focus_text,
+                "files": rules.names_in(seat.focus_files),
+                "phase": seat.focus_phase,
+            },
+        },
+        "entry": {
+            "id": str(entry.id),
+            "room": entry.room.name,
+            "ts": wire.iso(entry.ts),
+            "from": entry.sender,
+            "type": entry.type,
+            "to": rules.names_in(entry.to),
+            "re": str(entry.re) if entry.re else None,
+            "content": entry.content,
+        },
+        "rule": {"woken": woken, "reason": reason},
+    }
+
+
+# ---------------------------------------------------------------- 1. claim
+
+
+def claim(*, seat: Seat, room_names: Sequence[str] | None = None) -> list[dict]:
+    """Claim this seat's rows to judge: [{"row": ledger row id, "document": …}]."""
+    letterbox_on, net_on = halves()
+    if not (letterbox_on or net_on):
+        return []
+    seat = Seat.objects.select_related("agent").get(pk=seat.pk)  # focus and quiet, now
+    now = timezone.now()
+    _fail_stale(seat, now)
+    if seat.is_quiet(now):
+        return []  # nothing is told to a quiet seat unasked: nothing to judge either
+    work = _claim_letterbox(seat, room_names, now) if letterbox_on else []
+    if net_on and seat.focus_text:
+        work += _claim_net(seat, room_names, now)
+    return work
+
+
+def _fail_stale(seat: Seat, now) -> None:
+    cutoff = now - timedelta(seconds=settings.TRIAGE_TIMEOUT) - STALE_GRACE
+    stale = WakeDecision.objects.filter(seat=seat, judgement="pending", judged_at__lt=cutoff)
+    for row_id in stale.values_list("pk", flat=True):
+        record(answers={row_id: judges.FAILED})
+
+
+def _claim_letterbox(seat: Seat, room_names, now) -> list[dict]:
+    rows = [row for row in untold_rows(seat, room_names, LOOK_LIMIT) if not row.judge]
+    entries = Entry.objects.select_related("room").in_bulk([row.entry_id for row in rows])
+    work = []
+    for row in rows:
+        entry = entries[row.entry_id]
+        if not rules.letterbox_judges(rules.names_in(entry.to), seat.name):
+            continue
+        if not signing.verify_entry(entry):
+            continue  # a tampered row is not put in front of a model: it stays told
+        claimed = WakeDecision.objects.filter(
+            pk=row.pk, judge="", woken=True, told_at__isnull=True
+        ).update(judge=rules.LETTERBOX, judgement="pending", judged_at=now, woken=False)
+        if claimed:
+            work.append(
+                {
+                    "row": row.pk,
+                    "document": document(
+                        rules.LETTERBOX, seat, entry, woken=True, reason=row.reason
+                    ),
+                }
+            )
+    return work
+
+
+def newest_unread(seat: Seat, room_names: Sequence[str] | None = None) -> Entry | None:
+    """The newest entry by others after the seat's cursor in its rooms (`room_names`)."""
+    sql, params = ledger.NEWEST_UNREAD, [seat.pk, seat.name]
+    if room_names:
+        ids = [rooms.get_room(name).pk for name in room_names]
+        sql += f" AND e.room_id IN ({', '.join(['%s'] * len(ids))})"
+        params += ids
+    with connection.cursor() as cursor:
+        cursor.execute(sql + ledger.NEWEST_FIRST, params)
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    return Entry.objects.select_related("room").filter(pk=found[0]).first()
+
+
+def _claim_net(seat: Seat, room_names, now) -> list[dict]:
+    entry = newest_unread(seat, room_names)
+    if entry is None or WakeDecision.objects.filter(entry=entry, seat=seat).exists():
+        return []  # woken, quieted, or judged already: not the net's
+    if not signing.verify_entry(entry):
+        return []
+    try:
+        with transaction.atomic():  # a savepoint: a lost race must not spoil the caller's
+            row = WakeDecision.objects.create(
+                entry=entry,
+                seat=seat,
+                seat_name=seat.name,
+                room=entry.room,
+                seq=entry.seq,
+                woken=False,
+                reason=rules.NET,
+                decided_at=now,
+                listener=seat.listener(now, seat.liveness(now)),
+                judge=rules.NET,
+                judgement="pending",
+                judged_at=now,
+            )
+    except IntegrityError:
+        return []  # another path claimed it first: it judges
+    reason = _rule_reason(entry, seat, now)
+    return [
+        {"row": row.pk, "document": document(rules.NET, seat, entry, woken=False, reason=reason)}
+    ]
+
+
+def _rule_reason(entry: Entry, seat: Seat, now) -> str:
+    """Why the rule declined the entry (send counted it without a row)."""
+    re_author = None
+    if entry.re:
+        re_author = Entry.objects.filter(pk=entry.re).values_list("sender", flat=True).first()
+    facts = rules.EntryFacts(
+        sender_seat=entry.sender,
+        type=entry.type,
+        to=tuple(rules.names_in(entry.to)),
+        re_author=re_author,
+    )
+    return rules.decide_wake(facts, seat.facts(), now).reason
+
+
+# ---------------------------------------------------------------- 3. record
+
+
+def record(*, answers: dict) -> None:
+    """Write the verdicts ({row id: "yes" | "no" | "failed"}) of rows still pending."""
+    now = timezone.now()
+    for row_id, answer in answers.items():
+        if answer not in (judges.YES, judges.NO, judges.FAILED):
+            answer = judges.FAILED
+        half = WakeDecision.objects.filter(pk=row_id).values_list("judge", flat=True).first()
+        if half not in (rules.LETTERBOX, rules.NET):
+            continue
+        WakeDecision.objects.filter(pk=row_id, judgement="pending").update(
+            judgement=answer, woken=rules.triage_verdict(half, answer), judged_at=now
+        )
+
+
+# ---------------------------------------------------------------- all three
+
+
+def judge(*, seat: Seat, room_names: Sequence[str] | None = None) -> int:
+    """Claim, ask and record in this process (not in a server's database thread, and
+    outside any transaction); returns how many judgements were made."""
+    work = claim(seat=seat, room_names=room_names)
+    if not work:
+        return 0
+    answers = judges.ask_all(
+        settings.TRIAGE_CMD, [item["document"] for item in work], settings.TRIAGE_TIMEOUT
+    )
+    record(answers={item["row"]: answer for item, answer in zip(work, answers, strict=True)})
+    return len(work)

@@ -1,0 +1,12 @@
+"""What the bus announces to whoever listens (the daemon's metrics): Django signals,
+sent after the transaction that did the work has committed. The domain never knows
+who listens; a process with no receiver (a CLI command) counts nothing."""
+
+from django.dispatch import Signal
+
+# A send decided who it wakes: `reasons`, one §5 reason per reader of the room.
+wake_decided = Signal()
+
+# An entry was stored (sent here, or landed from another machine): `room` (its name),
+# `seq`, `via`. The relay's bridge pushes the entries of bridged rooms on it.
+entry_stored = Signal()

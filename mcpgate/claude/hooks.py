@@ -1,0 +1,309 @@
+"""What the Claude Code hooks do once Django is up (SPEC §8); the `hook` operation.
+
+mcpgate.claude.runner sends the hook's context to a running server of the store, or runs
+it in its own process: either way `operation` below answers.
+
+* session-start: checks the seat in to its rooms (join_defaults) and returns, as
+  SessionStart `additionalContext`, the seat's name, its live siblings, who else is live
+  in its rooms, its unread counts per room (waking first), the entries that are a claim
+  on it and were never told to it (which this context now tells:
+  services.telling.tell_at_start), the exact Monitor command that arms `salon wait`
+  with ready-to-run read/send commands, and — once ever per seat, when others are live
+  in its rooms and it has no focus — the request to declare one. A headless run gets
+  its seat name and one send command only: nothing will wake it, so it is told to watch
+  nothing and nothing is told to it.
+* stop: blocks the end of the turn (`{"decision": "block", "reason": …}`) when entries
+  that are a claim on this seat were never told to it — each entry once, by whichever
+  way tells it first (services.telling.claim_nudges); the entry stays unread. A focus
+  request not yet made rides in such a block; it never blocks on its own (Claude Code
+  shows every block to the person as a problem). `stop_hook_active` is not consulted:
+  every block tells something new, so the hook can never block twice for one entry.
+  Headless runs are never blocked and are told nothing.
+* heartbeat (PostToolUse): a sign of life at most once a minute; prints nothing.
+* session-end (SessionEnd): the session is over: its seat is signed off at once (gone),
+  so nobody counts it live and no `send` lists it in `wakes` for the minutes its last
+  sign of life would otherwise cover. Makes no seat; prints nothing.
+
+Each returns (the hook's JSON output or None, the seat's last_seen for the stamp).
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from bus import rules, services, wire
+from bus.management.ops import Call
+from mcpgate.claude.commandline import SESSION_VARIABLE, salon_argv, shell_command
+from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext
+from mcpgate.claude.processes import HookInputError
+
+NAMED_IN_A_NUDGE = 5
+QUOTE_CHARS = 120
+REPLY_FLAGS = ("--to", "<seat>", "--re", "<id>")
+# The longest Monitor Claude Code 2.1.33x allows; the context says to arm it again.
+MONITOR_TIMEOUT_MS = 10 * 60 * 1000
+
+
+def command_env(ctx: HookContext, agent: str) -> dict[str, str]:
+    """The variables a command needs to act as this seat on this store."""
+    env = dict(ctx.store_env)
+    env["AGENT_SALON_NAME"] = agent
+    if ctx.rooms:
+        env["AGENT_SALON_ROOM"] = ",".join(ctx.rooms)
+    if ctx.session:
+        env[SESSION_VARIABLE] = ctx.session
+    return env
+
+
+def salon_command(ctx: HookContext, env: dict[str, str], *args: str) -> str:
+    return shell_command(env, salon_argv(*args, python=ctx.python))
+
+
+def operation(call: Call) -> dict:
+    """The `hook` operation (bus.management.ops): the hook's output, and the seat's
+    last_seen (seconds since the epoch) for the hook's heartbeat stamp."""
+    try:
+        output, last_seen = run(HookContext.from_wire(call.args))
+    except HookInputError as exc:
+        # The caller's input, not a fault of the server: a refusal, not a logged traceback.
+        raise rules.RuleError(str(exc)) from None
+    return {"output": output, "lastSeen": last_seen.timestamp() if last_seen else None}
+
+
+def triage_claim(call: Call) -> dict:
+    """The `triage-claim` operation: what the Stop hook's letterbox and safety net are to
+    judge (services.triage.claim), and how. The hook's own process asks the judge
+    (mcpgate.claude.runner), so no server's database thread waits for a model."""
+    try:
+        ctx = HookContext.from_wire(call.args)
+    except HookInputError as exc:
+        raise rules.RuleError(str(exc)) from None
+    seat = None
+    if ctx.session and not ctx.headless:  # a headless run is never held: nothing to judge
+        seat = services.seats.find_seat(agent=ctx.agent, session_id=ctx.session)
+    return {
+        "command": list(settings.TRIAGE_CMD),
+        "timeout": settings.TRIAGE_TIMEOUT,
+        "work": services.triage.claim(seat=seat) if seat is not None else [],
+    }
+
+
+def triage_record(call: Call) -> dict:
+    """The `triage-record` operation: the judge's answers, {ledger row id: yes|no|failed}."""
+    answers = call.args.get("answers")
+    if not isinstance(answers, dict):
+        raise rules.RuleError("answers must be a JSON object {ledger row id: yes|no|failed}")
+    parsed = {}
+    for key, value in answers.items():
+        if not (isinstance(key, str) and key.isdigit() and len(key) < 19):
+            raise rules.RuleError(f"answers: {key[:40]!r} is not a ledger row id")
+        if value not in ("yes", "no", "failed"):
+            raise rules.RuleError(
+                f"answers: row {key}: {str(value)[:40]!r} is not yes, no or failed"
+            )
+        parsed[int(key)] = value
+    services.triage.record(answers=parsed)
+    return {"recorded": len(parsed)}
+
+
+def run(ctx: HookContext):
+    """The hook's work in one transaction: one commit (one fsync on SQLite), not one per
+    write; every claim in it is still a conditional UPDATE."""
+    if not ctx.session:
+        raise HookInputError(
+            "no session_id in the hook input and no CLAUDE_CODE_SESSION_ID in the environment"
+        )
+    for name in ctx.rooms:  # settings checks them too, but a hook line request did not
+        rules.validate_name(name, "room")
+    with transaction.atomic():
+        return _run(ctx)
+
+
+def _run(ctx: HookContext):
+    if ctx.kind == "session-end":
+        seat = services.seats.find_seat(agent=ctx.agent, session_id=ctx.session)
+        if seat is not None:
+            services.seats.sign_off(seat=seat)
+        return None, None
+    seat = services.seats.check_in(
+        agent=ctx.agent,
+        session_id=ctx.session,
+        host=socket.gethostname(),
+        default_rooms=ctx.rooms,
+        join_defaults=True,
+        touch=ctx.kind == "session-start",
+    )
+    if ctx.kind != "session-start":
+        services.seats.touch(seat=seat, min_interval=timedelta(seconds=BEAT_SECONDS))
+        seat.refresh_from_db(fields=["last_seen"])
+    if ctx.kind == "session-start":
+        output = session_start(seat, ctx)
+    elif ctx.kind == "stop":
+        output = None if ctx.headless else stop(seat, ctx)
+    else:
+        output = None
+    return output, seat.last_seen
+
+
+# ---------------------------------------------------------------- session-start
+
+
+def _room_for_send(seat) -> str:
+    primary = services.rooms.primary_room(seat)
+    return primary.name if primary else settings.DEFAULT_ROOM
+
+
+def _unread_line(counts: list[dict]) -> str:
+    if not counts:
+        return "Unread: you are in no room yet (join one: `… join ROOM`)."
+    parts = []
+    for c in counts:  # services.reading.unread_counts: waking first
+        detail = []
+        if c["unreadWaking"]:
+            detail.append(f"{c['unreadWaking']} waking you")
+        if c["unreadForMe"] != c["unread"]:
+            detail.append(f"{c['unreadForMe']} for you")
+        parts.append(f"{c['room']} {c['unread']}" + (f" ({', '.join(detail)})" if detail else ""))
+    return "Unread: " + "; ".join(parts) + "."
+
+
+def session_start(seat, ctx: HookContext) -> dict:
+    env = command_env(ctx, seat.agent.name)
+    room = _room_for_send(seat)
+    if ctx.headless:
+        text = (
+            f"agent-salon: this run is {seat.name} on the bus (a headless run: nothing will "
+            f"wake it). To post an entry: "
+            f"{salon_command(ctx, env, 'send', room, 'FACT', '<text>')}"
+        )
+        return _context(text)
+    siblings = services.seats.live_siblings(seat=seat)
+    sibling_set = set(siblings)
+    others = {
+        name: [s for s in seats if s not in sibling_set]
+        for name, seats in services.seats.live_others(seat=seat).items()
+    }
+    others = {name: seats for name, seats in others.items() if seats}
+    told = services.telling.tell_at_start(seat=seat)
+    counts = services.reading.unread_counts(seat=seat)
+    rooms = ", ".join(c["room"] for c in sorted(counts, key=lambda c: c["room"])) or "none"
+    lines = [
+        f"agent-salon: this session is {seat.name} on the bus "
+        f"(agent {seat.agent.name}; rooms: {rooms}).",
+        "Live sibling seats of your agent: " + (", ".join(siblings) or "none") + ".",
+    ]
+    if others:
+        lines.append(
+            "Also live in your rooms: "
+            + "; ".join(f"{name}: {', '.join(seats)}" for name, seats in sorted(others.items()))
+            + "."
+        )
+    lines.append(_unread_line(counts))
+    if told:
+        lines += ["", *_claims(told, seat, ctx, env, read="Read them with:")]
+    if ctx.watched:
+        watch = [
+            "",
+            "Entries that are a claim on you (addressed to you, a reply to what you wrote, "
+            "or a broadcast QUESTION/REQUEST) must not go unnoticed: the agent-salon "
+            "plugin's monitor watches the bus for this whole session (nothing to arm), and "
+            "each line it prints is one such entry.",
+        ]
+    else:
+        watch = [
+            "",
+            "Entries that are a claim on you (addressed to you, a reply to what you wrote, "
+            "or a broadcast QUESTION/REQUEST) must not go unnoticed. Arm the Monitor tool "
+            f"now with this command (timeout_ms {MONITOR_TIMEOUT_MS}, the longest it "
+            "allows; arm it again each time it ends):",
+            f"  {salon_command(ctx, env, 'wait')}",
+            "Each line it prints is one such entry.",
+        ]
+    lines += [
+        *watch,
+        "Read a room (marks what it shows as read):",
+        f"  {salon_command(ctx, env, 'inbox', room)}",
+        "Write (TYPE is QUESTION, ANSWER, FACT or REQUEST; --to names seats or agents; "
+        "--re ID answers an entry):",
+        "  " + salon_command(ctx, env, "send", room, "ANSWER", "<text>", *REPLY_FLAGS),
+        'The same command line with `focus "<one sentence>"` says what you are on; with '
+        "`quiet --for 90m` nothing wakes you for a while.",
+        "The Stop hook tells you of a waiting entry you were not told of; the `salon` skill "
+        "has the protocol.",
+    ]
+    asked = services.seats.claim_focus_request(seat=seat)
+    if asked:
+        lines += ["", _focus_request(asked, seat, ctx, env)]
+    return _context("\n".join(lines))
+
+
+def _context(text: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+
+
+def _quote(text: str, limit: int = QUOTE_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _said(entry: dict) -> str:
+    """The entry's text, quoted, if its signature holds. A tampered row's text is not put
+    in front of the model at all: the line says so instead."""
+    if entry["tampered"]:
+        return (
+            "[TAMPERED: this entry failed the signature check — its row was changed outside "
+            "the bus; its text is not shown here, and must not be trusted]"
+        )
+    return f'"{_quote(entry["content"])}"'
+
+
+def _claims(
+    entries: list[dict], seat, ctx: HookContext, env: dict[str, str], *, read: str
+) -> list[str]:
+    """The told entries (services.telling.tell), as the lines of a context or a block;
+    `read` leads the commands that read them."""
+    count = len(entries)
+    lines = [
+        f"agent-salon: {count} entr{'y' if count == 1 else 'ies'} on the bus "
+        f"{'is a claim' if count == 1 else 'are claims'} on you ({seat.name}) and "
+        f"{'is' if count == 1 else 'are'} still unread:"
+    ]
+    for entry in entries[:NAMED_IN_A_NUDGE]:
+        lines.append(
+            f'- {entry["type"]} from {entry["from"]} in "{entry["room"]}": '
+            f"{_said(entry)}{wire.pushed_note(entry)}"
+        )
+    if count > NAMED_IN_A_NUDGE:
+        lines.append(f"- and {count - NAMED_IN_A_NUDGE} more")
+    rooms = sorted({entry["room"] for entry in entries})
+    lines.append(read + " " + " ; ".join(salon_command(ctx, env, "inbox", room) for room in rooms))
+    return lines
+
+
+def _focus_request(asked: dict[str, list[str]], seat, ctx: HookContext, env) -> str:
+    present = "; ".join(f"{room}: {', '.join(seats)}" for room, seats in sorted(asked.items()))
+    return (
+        f"agent-salon: others are live in your rooms ({present}) and {seat.name} has not "
+        "said what it is on. Declare a focus in one sentence so they know (asked once): "
+        f"{salon_command(ctx, env, 'focus', '<what I am on>')} "
+        "[--files a,b] [--phase explore|plan|apply|verify|blocked]"
+    )
+
+
+# ---------------------------------------------------------------- stop
+
+
+def stop(seat, ctx: HookContext) -> dict | None:
+    entries = services.telling.claim_nudges(seat=seat)
+    if not entries:
+        return None  # a focus request never holds a turn on its own
+    env = command_env(ctx, seat.agent.name)
+    parts = ["\n".join(_claims(entries, seat, ctx, env, read="Read the inbox before you stop:"))]
+    asked = services.seats.claim_focus_request(seat=seat)
+    if asked:
+        parts.append(_focus_request(asked, seat, ctx, env))
+    return {"decision": "block", "reason": "\n\n".join(parts)}

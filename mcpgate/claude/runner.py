@@ -1,0 +1,127 @@
+"""`salon hook session-start|stop|heartbeat|session-end|mcp-headers`: the never-failing
+hook runner.
+
+Claude Code runs it with its hook JSON on stdin. Whatever goes wrong — garbage on stdin,
+a malformed setting, a store that cannot be opened, a bug — it prints nothing on stdout
+and exits 0; the failure is one line in the hooks' log (mcpgate.claude.hookinput).
+
+The work: the fast path first (no Django, mostly no database); else the request goes to
+a running server of the store over the local line, and only with none answering does
+this process load Django and do it itself (the `hook` operation, registered by the
+mcpgate app: mcpgate.claude.hooks).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+
+from bus import judge, strict
+from mcpgate.claude import sessionmap
+from mcpgate.claude.hookinput import (
+    HOOKS,
+    HookContext,
+    fast_path,
+    hook_context,
+    read_payload,
+    record_error,
+    write_stamp,
+)
+from mcpgate.claude.processes import HookInputError
+from mcpgate.local import Line
+
+USAGE = (
+    "usage: salon hook {session-start|stop|heartbeat|session-end} — run by Claude Code with "
+    "its hook JSON on stdin; salon hook mcp-headers — Claude Code's headersHelper for the "
+    "HTTP server (salon install writes them)"
+)
+
+
+def run_somewhere(ctx: HookContext, line: Line) -> tuple[dict | None, float | None]:
+    """(the hook's output, the seat's last_seen for the stamp)."""
+    answer = line.answer({"op": "hook", "args": ctx.to_wire(), "caller": {}})
+    if "refusal" in answer:
+        raise RuntimeError(answer["refusal"])
+    result = answer["result"]
+    last_seen = result.get("lastSeen")
+    return result.get("output"), last_seen if isinstance(last_seen, float) else None
+
+
+def judge_somewhere(ctx: HookContext, line: Line) -> None:
+    """The Stop hook's letterbox and safety net (SPEC §14) before the hook tells anything:
+    the rows are claimed and recorded by whoever answers the line, and the judge runs
+    here, in the hook's own process. A failure here is logged and the hook goes on (a
+    row left pending is failed after its timeout)."""
+    answer = line.answer({"op": "triage-claim", "args": ctx.to_wire(), "caller": {}})
+    if "refusal" in answer:
+        raise RuntimeError(answer["refusal"])
+    found = answer["result"]
+    work = found.get("work") or []
+    if not work:
+        return
+    answers = judge.ask_all(
+        list(found["command"]), [item["document"] for item in work], float(found["timeout"])
+    )
+    answered = {str(item["row"]): a for item, a in zip(work, answers, strict=True)}
+    recorded = line.answer({"op": "triage-record", "args": {"answers": answered}, "caller": {}})
+    if "refusal" in recorded:
+        raise RuntimeError(recorded["refusal"])
+
+
+def run_hook(
+    argv: list[str],
+    *,
+    environment: Callable[[], dict[str, str]],
+    line_for: Callable[[dict[str, str]], Line],
+    stdin=None,
+    stdout=None,
+) -> int:
+    """Always exit status 0; stdout holds the hook's JSON or nothing.
+
+    `environment()` reads the caller's settings (the environment merged with the config
+    file) and `line_for(values)` names its store: both may fail, inside the guard.
+    """
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    kind = argv[0] if argv else ""
+    if argv in (["-h"], ["--help"]):
+        stdout.write(USAGE + "\n")
+        return 0
+    if argv == ["mcp-headers"]:
+        # Needs no store and no input; prints a JSON object whatever happens.
+        stdout.write(sessionmap.headers() + "\n")
+        stdout.flush()
+        return 0
+    ctx = line = None
+    try:
+        environ = environment()
+        line = line_for(environ)
+        if len(argv) != 1 or kind not in HOOKS:
+            raise HookInputError(USAGE)
+        payload = read_payload(stdin)
+        ctx = hook_context(kind, payload, environ, line.store)
+        if not ctx.session:  # refused here: a server of the store has no use for it
+            raise HookInputError(
+                "no session_id in the hook input and no CLAUDE_CODE_SESSION_ID in the environment"
+            )
+        if kind == "session-start":
+            sessionmap.record(ctx.session)  # first: the headers helper is waiting for it
+        if fast_path(ctx):
+            return 0
+        ctx.prepare(environ)
+        judging = environ.get("AGENT_SALON_TRIAGE_CMD", "").strip()  # else no line trip
+        if kind == "stop" and not ctx.headless and judging:
+            try:
+                judge_somewhere(ctx, line)
+            except Exception as exc:  # the hook still tells what it can
+                record_error(kind, exc, ctx, line.store)
+        output, last_seen = run_somewhere(ctx, line)
+        write_stamp(ctx.stamp, last_seen)
+        if output:
+            # safe_text: a stored row may hold a lone surrogate, which stdout cannot take.
+            stdout.write(strict.safe_text(json.dumps(output, ensure_ascii=False)) + "\n")
+            stdout.flush()
+    except BaseException as exc:  # a hook never fails a turn
+        record_error(kind, exc, ctx, line.store if line is not None else None)
+    return 0

@@ -1,0 +1,20 @@
+"""What a daemon runs beside its streams, registered by other apps (the relay's bridge).
+
+Each companion is an async callable, called with the daemon's host (mcpgate.host.
+StreamHost) once it starts, returning what it started: an object with an async stop().
+Apps register in their AppConfig.ready; this module imports nothing, so registering costs
+a command's start-up nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Companion = Callable[[Any], Awaitable[Any]]
+registered: list[Companion] = []
+
+
+def add_companion(start: Companion) -> None:
+    if start not in registered:
+        registered.append(start)

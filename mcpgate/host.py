@@ -1,0 +1,291 @@
+"""A process that hosts streams and serves its store: a daemon worker, or a `salon mcp`
+stdio server. One object owns what such a process runs beside its requests:
+
+* the push path: the claimer, the keep-alive ticker and the delivery records
+  (mcpgate.delivery);
+* the doorbell: it rings the channel layer after a send committed here, and its
+  listener (bus.bell.Listener) hears what other processes committed;
+* the board of the operator's live view (`board`): the listener rings it for every new
+  entry of the store, whoever wrote it, and each open live stream of this process reads
+  the new entries from the store (salon.live);
+* the local line (mcpgate.local): commands and hooks of the same store send it their
+  requests, answered by bus.management.ops on the database thread;
+* in a daemon (`run_companions=True`), what other apps registered to run beside it with
+  mcpgate.companions (the relay's bridge), started with it and stopped with it.
+
+Nothing starts at import or construction: `start()` does, once the event loop runs
+(`salon serve` calls it when daphne listens; a first request calls it too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections import deque
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from bus import bell
+from bus.management import ops
+from mcpgate import companions, delivery, local
+
+log = logging.getLogger("salon.host")
+
+
+def seat_group(seat_id: int) -> str:
+    """The channel-layer group of a seat's streams (and waits)."""
+    return f"seat.{seat_id}"
+
+
+def own_store() -> str:
+    """This process's store, spelled as mcpgate.local spells a client's."""
+    return settings.DATABASE_URL or str(settings.DB_PATH)
+
+
+class Board:
+    """Rings this process's live-view streams: each holds an asyncio.Event (`subscribe`),
+    set whenever new entries may have been stored. In-process on purpose: every server
+    process has a listener that hears every commit of the store, so a ring never needs
+    to cross to another worker (through Redis it would reach each stream once per
+    worker). Used in the event loop only."""
+
+    def __init__(self) -> None:
+        self._events: set[asyncio.Event] = set()
+
+    def subscribe(self) -> asyncio.Event:
+        event = asyncio.Event()
+        self._events.add(event)
+        return event
+
+    def unsubscribe(self, event: asyncio.Event) -> None:
+        self._events.discard(event)
+
+    def ring(self) -> None:
+        for event in self._events:
+            event.set()
+
+
+class RecentRings:
+    """Entries this process rang itself, so its listener does not ring them again."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._order: deque[str] = deque(maxlen=size)
+        self._keys: set[str] = set()
+
+    @staticmethod
+    def _key(entry_id) -> str:
+        return str(entry_id).replace("-", "")
+
+    def add(self, entry_id) -> None:
+        key = self._key(entry_id)
+        if len(self._order) == self._order.maxlen:
+            self._keys.discard(self._order[0])
+        self._order.append(key)
+        self._keys.add(key)
+
+    def __contains__(self, entry_id) -> bool:
+        return self._key(entry_id) in self._keys
+
+
+# ---------------------------------------------------------------- the local line
+
+
+async def _read_to_end(reader: asyncio.StreamReader) -> bytes | None:
+    """Everything the client sends before it shuts its side; None past the size limit."""
+    chunks, size = [], 0
+    while chunk := await reader.read(65536):
+        size += len(chunk)
+        if size > local.MAX_MESSAGE_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class LineServer:
+    """One server's end of the line, in its event loop.
+
+    `answer(request)` is the server's: an async callable from a request to its answer
+    dict; `hear(entry_id, seat_ids)` takes the rings. Both run in the loop.
+    """
+
+    def __init__(self, store: str, settings_key: str, answer, hear) -> None:
+        self.store = store
+        self.settings_key = settings_key
+        self.answer = answer
+        self.hear = hear
+        self.path: str | None = None
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> str | None:
+        """Listen; the socket's path, or None when the runtime directory is not private
+        (commands then work on the store themselves, only more slowly)."""
+        directory = local.runtime_dir()
+        with contextlib.suppress(OSError):
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        if not local.private(directory):
+            return None
+        path = local.socket_path(self.store)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a file of an earlier process with our pid: stale
+        previous = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=path)
+        except OSError:
+            return None
+        finally:
+            os.umask(previous)
+        self.path = path
+        atexit.register(self._remove_file)  # a stopped server leaves no socket behind
+        return path
+
+    def _remove_file(self) -> None:
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.path = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            writer.write(local.GREETING)  # the client sends its request only after this
+            answer = await self._answer(reader, writer)
+            if answer is not None:
+                writer.write(json.dumps(answer).encode())
+                await asyncio.wait_for(writer.drain(), local.ANSWER_SECONDS)
+        except (OSError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(self, reader, writer) -> dict | None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None and not local.same_user(sock):
+            return {"ok": False, "error": "the caller is another user"}
+        try:
+            body = await asyncio.wait_for(_read_to_end(reader), local.ANSWER_SECONDS)
+            if body is None:
+                return {"ok": False, "error": "the request is too large"}
+            request = json.loads(body)
+            if not isinstance(request, dict) or request.get("v") != local.WIRE_VERSION:
+                return {"ok": False, "error": "not a request of this wire version"}
+        except (ValueError, TimeoutError):
+            return {"ok": False, "error": "unreadable request"}
+        if request.get("store") != self.store:
+            return {"ok": False, "error": "another store"}
+        ring = request.get("ring")
+        if isinstance(ring, dict):
+            seats = [s for s in ring.get("seats") or [] if isinstance(s, int)]
+            if seats:
+                self.hear(str(ring.get("entry")), seats)
+            return None  # a ring expects no answer
+        if request.get("settings") != self.settings_key:
+            return {"ok": False, "error": "other settings: run it in the caller's process"}
+        return await self.answer(request)
+
+
+# ---------------------------------------------------------------- the host
+
+
+class StreamHost:
+    def __init__(self, *, serve_line: bool = True, run_companions: bool = False) -> None:
+        self.records = delivery.DeliveryRecords()
+        self.claimer = delivery.Claimer(self.records)
+        self.ticker = delivery.KeepAliveTicker(self.claimer)
+        self.board = Board()
+        self.listener = bell.Listener(self.heard, stored=self.board.ring)
+        self.recent = RecentRings()
+        self.store = own_store()
+        self.line = LineServer(self.store, settings.SETTINGS_KEY, self.answer, self.listener.hear)
+        self.serve_line = serve_line
+        self.run_companions = run_companions  # a daemon starts the registered companions
+        self.running: list[Any] = []  # the companions started
+        self.layer = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+
+    # -- life ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.loop = asyncio.get_running_loop()
+        self.layer = get_channel_layer()
+        bell.add_ringer(self.ring_after_commit)
+        self.listener.start()
+        if self.serve_line and await self.line.start() is None:
+            print(
+                f"agent-salon: warning: {local.runtime_dir()} is not a private directory of "
+                "this user (mode 700): commands and hooks will not use this process (they "
+                "still work, more slowly)",
+                file=sys.stderr,
+            )
+        if self.run_companions:
+            for start in list(companions.registered):
+                try:
+                    self.running.append(await start(self))
+                except Exception:  # the daemon serves its streams without it
+                    log.exception("a companion of the daemon did not start")
+
+    async def stop(self) -> None:
+        for companion in reversed(self.running):
+            with contextlib.suppress(Exception):
+                await companion.stop()
+        self.running.clear()
+        bell.remove_ringer(self.ring_after_commit)
+        await self.listener.stop()
+        await self.line.stop()
+        await self.records.flush()
+
+    # -- the doorbell ---------------------------------------------------------------
+
+    def ring_after_commit(self, entry_id: str, seat_ids: list[int]) -> None:
+        """A send committed in this process (on whichever thread): ring the seats on the
+        layer, and on SQLite the other servers of the store over their line."""
+        self.recent.add(entry_id)
+        if self.loop is None or self.loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self.ring_seats(seat_ids), self.loop)
+        self.loop.call_soon_threadsafe(self.board.ring)  # sooner than the listener's look
+        if not settings.DATABASE_URL:
+            self._ring_line(entry_id, seat_ids)
+
+    def _ring_line(self, entry_id: str, seat_ids: list[int]) -> None:
+        """Fire and forget: a connect and a write per server of the store, no waiting."""
+        try:
+            local.ring(self.store, entry_id, seat_ids, skip=self.line.path)
+        except OSError:
+            log.warning("could not ring the other servers of the store", exc_info=True)
+
+    async def ring_seats(self, seat_ids) -> None:
+        message = {"type": "bus.entry"}
+        for seat_id in seat_ids:
+            await self.layer.group_send(seat_group(seat_id), message)
+
+    async def heard(self, entry_id: str | None, seat_ids: set[int]) -> None:
+        """Another process committed waking rows for these seats."""
+        if entry_id is not None:
+            if entry_id in self.recent:
+                return
+            self.recent.add(entry_id)
+        await self.ring_seats(seat_ids)
+
+    # -- the line -------------------------------------------------------------------
+
+    async def answer(self, request: dict) -> dict:
+        return await database_sync_to_async(ops.answer)(request)

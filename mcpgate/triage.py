@@ -1,0 +1,41 @@
+"""The letterbox and the safety net (SPEC §14) on the daemon's event loop: before a push
+claim or an MCP `wait` looks at the ledger, the rows its seats have to be judged are
+claimed in the database thread, judged in a worker thread (never in the database thread
+every stream shares, and never inside a transaction), and recorded. What the letterbox
+holds back is then not told; what the net lets through is."""
+
+from __future__ import annotations
+
+import asyncio
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from bus import judge, services
+from bus.models import Seat
+
+
+def claim_judgements(seat_ids: list[int]) -> list[dict]:
+    """The letterbox and the safety net's rows to judge for these seats (services.triage)."""
+    work = []
+    for seat in Seat.objects.filter(pk__in=seat_ids).order_by("pk"):
+        work += services.triage.claim(seat=seat)
+    return work
+
+
+async def judge_first(seat_ids: list[int]) -> None:
+    """Judge what these seats are about to be told, if a judge is configured."""
+    if not any(services.triage.halves()):
+        return
+    work = await database_sync_to_async(claim_judgements)(seat_ids)
+    if not work:
+        return
+    answers = await asyncio.to_thread(
+        judge.ask_all,
+        settings.TRIAGE_CMD,
+        [item["document"] for item in work],
+        settings.TRIAGE_TIMEOUT,
+    )
+    await database_sync_to_async(services.triage.record)(
+        answers={item["row"]: answer for item, answer in zip(work, answers, strict=True)}
+    )

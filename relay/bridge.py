@@ -1,0 +1,330 @@
+"""The bridge: carries the bridged rooms of this store to and from the relay (§13).
+
+It runs inside the daemon (relay.apps registers `companion` with mcpgate.host, and the
+daemon starts it with its other work), or alone as `salon relay bridge` when no daemon
+runs. Per bridged room, one RoomLink:
+
+* push: after an entry of the room commits here (bus.signals.entry_stored rings it), and
+  at least every PUSH_POLL_SECONDS for entries other processes committed, it seals what
+  is past the room's `pushed_seq` and sends it; `pushed_seq` moves only once the relay
+  has answered, so a relay or bridge restart re-sends, and the relay drops what it
+  already holds by entry id;
+* pull: a long poll (≤ 25 s) from the room's relay cursor; what arrives is opened and
+  landed through bus.services, then the cursor moves; after a restart the pull resumes
+  from the stored cursor, and an entry that landed before the crash is dropped by id;
+* the roster: when nothing waits to be pushed, every few seconds, it looks whether the
+  room's local seats or their liveness changed (or five minutes passed while one is
+  live) and sends them (relay.envelope), so the other machines know who is here;
+* a lease in the room's row, so that one bridge of the store carries it at a time.
+
+Which rooms: those the keys file (relay.keys) names and this store has; the file is
+looked at every RELOAD_SECONDS, so a `salon join` is picked up by a running daemon.
+Failures are retried with a growing pause (at most MAX_BACKOFF_SECONDS) and shown in
+`salon rooms` and `salon relay status` (the room's last error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import signal
+from pathlib import Path
+
+from django.utils import timezone
+
+from bus import bell, signals
+from bus.ids import uuid7
+from relay import client, envelope, keys, state
+from relay.views import on_database_thread
+
+log = logging.getLogger("salon.relay")
+
+PUSH_POLL_SECONDS = 1.0
+ROSTER_CHECK_SECONDS = 3.0
+RELOAD_SECONDS = 2.0
+LEASE_RENEW_SECONDS = 5.0
+MAX_BACKOFF_SECONDS = 5.0
+
+
+class RoomLink:
+    """One bridged room: its push loop, its pull loop and its lease."""
+
+    def __init__(self, bridge: Bridge, room: str, bridged_id: int, relay: str, device: str,
+                 secrets: keys.RoomKeys) -> None:  # fmt: skip
+        self.bridge = bridge
+        self.room = room
+        self.bridged_id = bridged_id
+        self.relay = relay
+        self.device = device
+        self.secrets = secrets
+        self.kick = asyncio.Event()
+        self.leased = asyncio.Event()
+        self.roster_checked = float("-inf")
+        self.regained = False  # the lease was (re)gained: the stored cursor is the truth
+        self.tasks: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.ensure_future(self._lease()),
+            asyncio.ensure_future(self._push_loop()),
+            asyncio.ensure_future(self._pull_loop()),
+        ]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await on_database_thread(state.release_lease, self.bridged_id, self.bridge.holder)
+
+    # -- the lease ------------------------------------------------------------------
+
+    async def _lease(self) -> None:
+        while True:
+            try:
+                held = await on_database_thread(
+                    state.claim_lease, self.bridged_id, self.bridge.holder
+                )
+            except Exception:
+                log.exception("the lease of room %s could not be renewed", self.room)
+                held = False
+            if held:
+                if not self.leased.is_set():
+                    self.kick.set()  # push what waited while another bridge held it
+                    self.regained = True  # and read on from where that bridge got to
+                self.leased.set()
+            else:
+                self.leased.clear()
+            await asyncio.sleep(LEASE_RENEW_SECONDS)
+
+    # -- push -----------------------------------------------------------------------
+
+    async def _push_loop(self) -> None:
+        backoff = 0.0
+        while True:
+            await self.leased.wait()
+            try:
+                more = await self.push_once()
+                backoff = 0.0
+            except client.RelayError as exc:
+                backoff = await self._failed("push", exc, backoff)
+                continue
+            except Exception as exc:
+                log.exception("pushing room %s failed", self.room)
+                backoff = await self._failed("push", exc, backoff)
+                continue
+            if not more:
+                await bell.rung_within(self.kick, PUSH_POLL_SECONDS)
+                self.kick.clear()
+
+    async def push_once(self) -> bool:
+        """Push the next batch (or, with nothing to push, the roster when it is due);
+        True if there may be more right away."""
+        batch, start, reached = await on_database_thread(state.pending, self.bridged_id)
+        if not batch:
+            if reached > start:  # only entries that landed from the relay: pass them
+                await on_database_thread(state.mark_pushed, self.bridged_id, reached, 0)
+            await self.push_roster()
+            return False
+        rejected = 0
+        while batch:
+            sealed = [
+                envelope.seal_entry(self.secrets.key, device=self.device, **entry)
+                for entry in batch
+            ]
+            try:
+                await client.push(
+                    self.bridge.http, self.relay, self.room, self.secrets.token, sealed
+                )
+                break
+            except client.RelayError as exc:
+                too_big = exc.status == 413 and exc.extra.get("id")
+                if not too_big:
+                    raise
+                # The relay will never take this one: leave it here, carry the rest.
+                log.warning("room %s: the relay refused entry %s: %s", self.room,
+                            exc.extra["id"], exc.message)  # fmt: skip
+                batch = [e for e in batch if str(e["id"]) != exc.extra["id"]]
+                rejected += 1
+        await on_database_thread(state.mark_pushed, self.bridged_id, reached, len(batch), rejected)
+        return True
+
+    async def push_roster(self) -> None:
+        """Send who is in the room here, when that changed (looked at every few seconds)."""
+        clock = asyncio.get_running_loop().time()
+        if clock < self.roster_checked + ROSTER_CHECK_SECONDS:
+            return
+        self.roster_checked = clock
+        due = await on_database_thread(state.roster_due, self.bridged_id)
+        if due is None:
+            return
+        seats, digest = due
+        sealed = envelope.seal_roster(
+            self.secrets.key, device=self.device, room=self.room, id=uuid7(),
+            ts=timezone.now(), seats=seats,
+        )  # fmt: skip
+        await client.push(self.bridge.http, self.relay, self.room, self.secrets.token, [sealed])
+        await on_database_thread(state.mark_roster, self.bridged_id, digest)
+
+    # -- pull -----------------------------------------------------------------------
+
+    async def _pull_loop(self) -> None:
+        backoff, cursor = 0.0, 0
+        while True:
+            await self.leased.wait()
+            if self.regained:
+                self.regained = False
+                cursor = await on_database_thread(state.cursor_of, self.bridged_id)
+            try:
+                answer = await client.pull(
+                    self.bridge.http,
+                    self.relay,
+                    self.room,
+                    self.secrets.token,
+                    cursor,
+                    self.bridge.wait_seconds,
+                )
+                backoff = 0.0
+            except client.RelayError as exc:
+                backoff = await self._failed("pull", exc, backoff)
+                continue
+            except Exception as exc:
+                log.exception("pulling room %s failed", self.room)
+                backoff = await self._failed("pull", exc, backoff)
+                continue
+            cursor = await self._land(answer, cursor)
+
+    async def _land(self, answer: dict, cursor: int) -> int:
+        next_cursor = int(answer.get("cursor", cursor))
+        await on_database_thread(
+            functools.partial(
+                state.land,
+                self.bridged_id,
+                self.secrets.key,
+                answer.get("entries") or [],
+                cursor=next_cursor,
+                gap=int(answer.get("gap") or 0),
+            )
+        )
+        return max(next_cursor, cursor)
+
+    async def _failed(self, what: str, exc: Exception, backoff: float) -> float:
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        with contextlib.suppress(Exception):
+            await on_database_thread(state.mark_error, self.bridged_id, f"{what}: {message}")
+        pause = float((getattr(exc, "extra", None) or {}).get("retryAfter") or 0)
+        backoff = min(MAX_BACKOFF_SECONDS, backoff * 2 if backoff else 0.2)
+        await asyncio.sleep(max(backoff, pause))
+        return backoff
+
+
+class Bridge:
+    """Every bridged room of this store, kept in step with the keys file."""
+
+    def __init__(self, *, keys_path: Path | None = None, wait_seconds: int | None = None):
+        self.keys_path = keys_path
+        self.wait_seconds = wait_seconds or client.LONG_POLL_SECONDS
+        self.holder = state.holder_name()
+        self.links: dict[str, RoomLink] = {}
+        self.http = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._stamp: object = "unread"
+
+    async def start(self) -> Bridge:
+        self.loop = asyncio.get_running_loop()
+        self.http = client.async_client()
+        signals.entry_stored.connect(self._stored, dispatch_uid=f"relay.bridge.{id(self)}")
+        self._task = asyncio.ensure_future(self._supervise())
+        return self
+
+    async def stop(self) -> None:
+        signals.entry_stored.disconnect(dispatch_uid=f"relay.bridge.{id(self)}")
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        for link in list(self.links.values()):
+            await link.stop()
+        self.links.clear()
+        if self.http is not None:
+            await self.http.aclose()
+
+    def _stored(self, sender, room: str, seq: int, via: str, **kwargs) -> None:
+        """An entry committed in this process (on the database thread): push it now."""
+        link = self.links.get(room)
+        if link is None or via == "relay" or self.loop is None or self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(link.kick.set)
+
+    async def _supervise(self) -> None:
+        while True:
+            try:
+                await self.reload()
+            except Exception:
+                log.exception("the bridge could not read its rooms; trying again")
+            await asyncio.sleep(RELOAD_SECONDS)
+
+    async def reload(self) -> None:
+        """Start a link for each room the keys file bridges, stop those it no longer does."""
+        stamp = keys.stamp(self.keys_path)
+        if stamp == self._stamp:
+            return
+        try:
+            found = keys.load(self.keys_path)
+        except keys.KeysError as exc:
+            log.error("the bridge is idle: %s", exc)
+            self._stamp = stamp
+            return
+        wanted: dict[str, tuple[int, keys.RoomKeys]] = {}
+        for room, secrets in found.rooms.items():
+            bridged = await on_database_thread(
+                functools.partial(
+                    state.ensure_bridged, room, relay=found.relay, device=found.device
+                )
+            )
+            if bridged is not None:
+                wanted[room] = (bridged.pk, secrets)
+        for room in list(self.links):
+            link = self.links[room]
+            if room not in wanted or wanted[room][1] != link.secrets or link.relay != found.relay:
+                await link.stop()
+                del self.links[room]
+        for room, (bridged_id, secrets) in wanted.items():
+            if room not in self.links:
+                link = RoomLink(self, room, bridged_id, found.relay, found.device, secrets)
+                self.links[room] = link
+                link.start()
+                log.info("bridging room %s through %s as %s", room, found.relay, found.device)
+        if len(wanted) == len(found.rooms):  # else look again: a room may be created yet
+            self._stamp = stamp
+
+
+async def companion(host) -> Bridge:
+    """What the daemon starts beside its streams (mcpgate.host.add_companion)."""
+    return await Bridge().start()
+
+
+async def run_alone() -> None:
+    """`salon relay bridge`: the bridge with no daemon, until SIGINT or SIGTERM. What lands
+    rings the store's other servers (a `salon mcp` of a session) over their local line."""
+    from django.conf import settings
+
+    from mcpgate import host, local
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if not settings.DATABASE_URL:
+        store = host.own_store()
+        bell.add_ringer(lambda entry_id, seats: local.ring(store, entry_id, seats))
+    bridge = await Bridge().start()
+    try:
+        await stop.wait()
+    finally:
+        await bridge.stop()

@@ -1,0 +1,312 @@
+"""Where the store lives, and making it ready on first use (SPEC §2).
+
+With nothing set, every project, hook, command and daemon of one user meets in the same
+store: `salon.db` in the user's data directory (platformdirs: `~/.local/share/agent-salon`
+on Linux). AGENT_SALON_DB names another SQLite file (an absolute path, in a directory
+that exists); DATABASE_URL a PostgreSQL database, whose secret still lives in the data
+directory.
+
+`prepare()` runs before Django reads its settings (salon/cli.py, manage.py, a daphne
+worker), and costs a few `stat` calls when all is in place:
+
+* the data directory is created 0700; a new SQLite file is created 0600 before SQLite
+  opens it (SQLite gives its -wal and -shm files the database's mode);
+* a database, -wal, -shm or secret file that others can read is refused, with one line
+  naming the file and the fix; so is a secret owned by another user;
+* the secret (AGENT_SALON_SECRET, else `.agent-salon-secret` in the data directory) is
+  generated once, 0600. A missing secret while the store already holds entries is
+  refused, naming where it was expected: a new one would make every entry read as
+  tampered;
+* an SQLite store without its tables gets them: `salon migrate` runs once, under a lock,
+  so two first users at once are fine. A PostgreSQL store needs `salon migrate` (or
+  `salon serve`); its commands say so in one line.
+
+Standard library only (and platformdirs): hooks call it on every turn that needs the
+store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from salon.config import ConfigError
+
+SECRET_NAME = ".agent-salon-secret"
+DB_NAME = "salon.db"
+
+
+STORE_HEADER = "X-Salon-Store"
+
+
+def fingerprint(store: str) -> str:
+    """A store (DATABASE_URL or the SQLite file's real path) as /healthz names it
+    (STORE_HEADER): a hash, so neither the path nor a DATABASE_URL's password is shown,
+    that every process of one store shares (settings.STORE_FINGERPRINT)."""
+    import hashlib
+
+    return hashlib.sha256(f"agent-salon store\0{store}".encode()).hexdigest()[:16]
+
+
+def default_data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("agent-salon", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Location:
+    data_dir: Path
+    db_path: Path | None  # the SQLite file; None with DATABASE_URL
+    database_url: str
+    secret_path: Path | None  # None when AGENT_SALON_SECRET is given
+
+    @property
+    def store(self) -> str:
+        """The store's name, as mcpgate.local keys servers by it."""
+        return self.database_url or str(self.db_path)
+
+
+def locate(values: Mapping[str, str]) -> Location:
+    """Where the store of these settings is; refuses a path that cannot be meant."""
+    given = values.get("AGENT_SALON_DB", "").strip()
+    database_url = values.get("DATABASE_URL", "").strip()
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_absolute():
+            raise ConfigError(
+                f"AGENT_SALON_DB={given!r} is a relative path, which names another file in "
+                "every directory a command runs in: give an absolute path, or leave it "
+                f"unset for the shared default ({default_data_dir() / DB_NAME})"
+            )
+        if not path.parent.is_dir():
+            raise ConfigError(
+                f"AGENT_SALON_DB={given!r}: the directory {path.parent} does not exist; "
+                "create it, or leave AGENT_SALON_DB unset for the shared default"
+            )
+        db_path = Path(os.path.realpath(path))
+        data_dir = db_path.parent
+    else:
+        data_dir = default_data_dir()
+        db_path = data_dir / DB_NAME
+    secret_path = None if values.get("AGENT_SALON_SECRET", "").strip() else data_dir / SECRET_NAME
+    return Location(
+        data_dir=data_dir,
+        db_path=None if database_url else db_path,
+        database_url=database_url,
+        secret_path=secret_path,
+    )
+
+
+def prepare(values: Mapping[str, str]) -> Location:
+    """Make the store of these settings ready to open (see the module docstring); its
+    tables are ensure_tables'."""
+    where = locate(values)
+    _data_dir(where.data_dir)
+    if where.db_path is not None:
+        _sqlite_file(where.db_path)
+    if where.secret_path is not None:
+        _secret(where)
+    return where
+
+
+def ensure_tables(where: Location) -> None:
+    """First use of an SQLite store: its tables, made once (PostgreSQL: `salon migrate`)."""
+    if where.db_path is not None and not _has_tables(where.db_path):
+        _migrate_once(where.db_path)
+
+
+# ---------------------------------------------------------------- files and modes
+
+
+def _private(path: Path, info: os.stat_result, what: str) -> None:
+    if info.st_uid != os.getuid():
+        raise ConfigError(
+            f"{what} {path} belongs to another user (uid {info.st_uid}); agent-salon uses "
+            "only its own files: remove it, or point AGENT_SALON_DB elsewhere"
+        )
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(
+            f"{what} {path} can be read by other users (mode {stat.S_IMODE(info.st_mode):04o}); "
+            f"make it private: chmod 600 {path}"
+        )
+
+
+def _data_dir(path: Path) -> None:
+    if not path.exists():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.chmod(0o700)  # whatever the umask let mkdir do
+
+
+def _sqlite_file(path: Path) -> None:
+    with contextlib.suppress(FileExistsError):
+        # A new store is an empty file of this user's, mode 600, before SQLite opens it.
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            info = os.stat(name)
+        except FileNotFoundError:
+            continue
+        _private(name, info, "the store's file")
+
+
+def _secret(where: Location) -> None:
+    path = where.secret_path
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        if _holds_entries(where):
+            raise ConfigError(
+                f"the secret that signs this store's entries is missing: expected at {path}. "
+                "Put it back (from a backup: `salon backup` copies it), or set "
+                "AGENT_SALON_SECRET; a new secret would make every stored entry read as "
+                "tampered"
+            ) from None
+        _create_secret(path)
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"the secret {path} is not a regular file; remove it")
+    _private(path, info, "the secret")
+
+
+def _create_secret(path: Path) -> None:
+    """Written whole to a private draft, then hard-linked into place: the link fails if
+    the secret exists, so two processes starting at once agree on the first one, and
+    nobody ever reads a created-but-still-empty file."""
+    draft = path.with_name(f"{SECRET_NAME}.{os.getpid()}.{secrets.token_hex(4)}")
+    descriptor = os.open(draft, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="ascii") as file:
+        file.write(secrets.token_hex(32) + "\n")
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+
+
+def read_secret(values: Mapping[str, str]) -> str:
+    """The store's secret, or "" when it is not there (prepare() creates it)."""
+    given = values.get("AGENT_SALON_SECRET", "").strip()
+    if given:
+        return given
+    path = locate(values).secret_path
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return ""
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _has_tables(path: Path) -> bool:
+    if path.stat().st_size == 0:
+        return False
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=20) as connection:
+            row = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'bus_entry'"
+            ).fetchone()
+    except sqlite3.DatabaseError:
+        return True  # not ours to judge here: opening it says what is wrong
+    return row is not None
+
+
+def _holds_entries(where: Location) -> bool:
+    if where.db_path is not None:
+        if not where.db_path.exists() or not _has_tables(where.db_path):
+            return False
+        with sqlite3.connect(f"file:{where.db_path}?mode=ro", uri=True, timeout=20) as db:
+            return db.execute("SELECT 1 FROM bus_entry LIMIT 1").fetchone() is not None
+    import psycopg
+
+    try:
+        with psycopg.connect(where.database_url, connect_timeout=10) as db:
+            table = db.execute("SELECT to_regclass('bus_entry')").fetchone()[0]
+            return bool(table) and db.execute("SELECT 1 FROM bus_entry LIMIT 1").fetchone()
+    except psycopg.Error:
+        return False  # unreachable: the commands that need it say so
+
+
+def _migrate_once(path: Path) -> None:
+    """`salon migrate`, in a process of its own with every app, once: the first of
+    several processes arriving at once migrates, the others wait for it."""
+    import fcntl
+
+    flags = os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW
+    descriptor = os.open(f"{path}.migrate-lock", flags, 0o600)
+    with os.fdopen(descriptor, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _has_tables(path):
+            return
+        done = subprocess.run(
+            [sys.executable, "-m", "salon.cli", "migrate", "--verbosity", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if done.returncode != 0:
+            reason = " ".join(done.stderr.split())[-300:]
+            raise ConfigError(f"could not create the store's tables in {path}: {reason}")
+
+
+# ---------------------------------------------------------------- where, backup
+
+
+def describe(values: Mapping[str, str]) -> dict:
+    """`salon where`: which store, secret and data directory these settings use, and
+    which servers of the store are running (their local line answers)."""
+    from mcpgate import local
+
+    where = locate(values)
+    running = [
+        pid
+        for path in local.servers(where.store)
+        if local.greets(path) and (pid := local.server_pid(path)) is not None
+    ]
+    return {
+        "store": where.database_url.split("@")[-1] if where.database_url else str(where.db_path),
+        "engine": "postgresql" if where.database_url else "sqlite",
+        "secret": str(where.secret_path) if where.secret_path else "AGENT_SALON_SECRET",
+        "dataDir": str(where.data_dir),
+        "servers": running,
+    }
+
+
+def backup(values: Mapping[str, str], target: Path) -> list[Path]:
+    """A consistent copy of the store (SQLite's online backup: writers go on meanwhile),
+    its secret and the relay keys, into `target` (created 0700). Returns what was written."""
+    where = prepare(values)
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    written = []
+    if where.db_path is not None:
+        copy = target / DB_NAME
+        if copy.exists():
+            raise ConfigError(f"{copy} exists already: give an empty directory")
+        os.close(os.open(copy, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        with sqlite3.connect(where.db_path) as source, sqlite3.connect(copy) as destination:
+            source.backup(destination)
+        written.append(copy)
+    from relay.keys import FILENAME as RELAY_KEYS
+
+    # The private files beside the store: its secret, and this machine's relay keys.
+    private = [where.secret_path, where.data_dir / RELAY_KEYS]
+    for source in private:
+        if source is None or not source.is_file():
+            continue
+        copy = target / source.name
+        descriptor = os.open(copy, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(source.read_bytes())
+        written.append(copy)
+    return written

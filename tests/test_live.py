@@ -1,0 +1,397 @@
+"""The operator's live view (/admin/live/) and its event stream (/admin/live/stream):
+what the stream sends, to whom, how it resumes, and that nothing in it writes.
+
+The claims about processes run real ones: a `salon serve` daemon, `salon send` from the
+command line, `salon watch`. The position arithmetic of bus.live runs in-process.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from urllib.parse import urljoin
+
+import httpx
+import pytest
+
+from bus import live
+from bus.bell import SqliteWatch
+from mcpgate.host import Board
+from tests.claude_kit import API_SEAT, WEB_SEAT, api, send, web
+from tests.live_kit import (
+    DOCS_SEAT,
+    OLD_SEAT,
+    PASSWORD,
+    Event,
+    events,
+    read_until,
+    seed,
+    seed_rows,
+    staff_client,
+    stream_timeout,
+)
+from tests.support import (
+    Daemon,
+    drop_store,
+    dump_store,
+    migrate,
+    query_store,
+    run_django_script,
+    salon_cmd,
+    salon_env,
+)
+
+STREAM = "/admin/live/stream"
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One seeded store and its daemon for the module's process tests (each adds its own
+    entries and looks only at those), with a TMPDIR short enough for the line socket."""
+    data = tmp_path_factory.mktemp("live")
+    short = tempfile.mkdtemp(prefix="st-", dir="/tmp")
+    store = salon_env(data, TMPDIR=short)
+    migrate(store)
+    seed(store, data)
+    daemon = Daemon(env=store, cwd=data).start()
+    yield store, daemon
+    daemon.stop()
+    drop_store(store)
+    shutil.rmtree(short, ignore_errors=True)
+
+
+@pytest.fixture
+def store(shared):
+    return shared[0]
+
+
+@pytest.fixture
+def server(shared):
+    return shared[1]
+
+
+@pytest.fixture
+def staff(server):
+    with staff_client(server.url) as client:
+        yield client
+
+
+def is_ready(got: list[Event]) -> bool:
+    return got[-1].name == "ready"
+
+
+# ---------------------------------------------------------------- the stream
+
+
+@pytest.mark.slow
+def test_the_stream_sends_cli_entries_with_the_seats_they_wake_and_whose_quiet_held_them(
+    store, staff
+):
+    with staff.stream("GET", STREAM, timeout=stream_timeout()) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        stream = events(response)
+        backlog = read_until(stream, is_ready)
+        seeded = next(e for e in backlog if e.data["content"].startswith("Who owns the session"))
+        assert seeded.data["wakes"] == [API_SEAT] and seeded.id is None  # the past: no id
+
+        send(store, web, "team", "QUESTION", "Is the refresh endpoint v2 yet?", "--to", "docs")
+        send(store, api, "team", "FACT", "Staging is down until 14:30.")
+        got = read_until(stream, lambda got: len(got) == 2)
+
+    question, fact = (e.data for e in got)
+    assert (question["from"], question["to"], question["wakes"]) == (WEB_SEAT, ["docs"], [])
+    assert question["quieted"] == [DOCS_SEAT]  # docs is quiet for the hour
+    assert (fact["type"], fact["wakes"], fact["content"]) == (
+        "FACT",
+        [],
+        "Staging is down until 14:30.",
+    )
+    assert [e.name for e in got] == ["entry", "entry"]
+    team = query_store(store, "SELECT id, last_seq FROM bus_room WHERE name = 'team'")
+    assert live.decode(got[1].id)[team[0][0]] == team[0][1]  # the position after it
+
+
+@pytest.mark.slow
+def test_a_reconnect_with_last_event_id_gets_exactly_what_was_stored_meanwhile(store, staff):
+    with staff.stream("GET", STREAM, timeout=stream_timeout()) as response:
+        ready = read_until(events(response), is_ready)[-1]
+
+    send(store, web, "team", "FACT", "stored while the page was away")
+    send(store, api, "team", "ANSWER", "and this one too")
+
+    headers = {"Last-Event-ID": ready.id}
+    with staff.stream("GET", STREAM, headers=headers, timeout=stream_timeout()) as response:
+        got = read_until(events(response), is_ready)
+
+    assert [(e.name, e.data.get("content")) for e in got] == [
+        ("entry", "stored while the page was away"),
+        ("entry", "and this one too"),
+        ("ready", None),
+    ]
+    assert live.decode(got[-1].id) == live.decode(got[-2].id)
+
+
+# A logged-in user who is not staff (the admin's login form refuses one, so its session
+# is made the way django.contrib.auth.login makes it).
+VISITOR_SESSION = r"""
+import django
+django.setup()
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
+user = User.objects.create_user("visitor", password="visitor-pw-9315")
+session = SessionStore()
+session[SESSION_KEY] = str(user.pk)
+session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+session.create()
+print(session.session_key)
+"""
+
+
+@pytest.mark.slow
+def test_the_stream_is_for_staff_only(store, server, tmp_path):
+    anonymous = httpx.get(server.url + STREAM, timeout=5)
+    assert anonymous.status_code == 403
+    assert "staff only" in anonymous.text
+
+    visitor = run_django_script(store, VISITOR_SESSION, tmp_path).strip()
+    cookies = {"sessionid": visitor}
+    assert httpx.get(server.url + STREAM, cookies=cookies, timeout=5).status_code == 403
+
+    with staff_client(server.url) as staff:
+        assert staff.get("/admin/live/").status_code == 200
+        foreign = staff.get(STREAM, headers={"Origin": "http://evil.example"})
+        assert foreign.status_code == 403
+    assert httpx.get(server.url + "/admin/live/", timeout=5).status_code == 302  # to login
+
+
+@pytest.mark.django_db
+def test_the_page_shows_the_rooms_and_the_seats_liveness_reading_quiet_and_focus(client):
+    seed_rows()
+    client.login(username="staff", password=PASSWORD)
+    page = client.get("/admin/live/?room=team").content.decode()
+
+    rows = dict(re.findall(r'<tr data-seat="([^"]+)">(.*?)</tr>', page, re.S))
+    assert list(rows) == [API_SEAT, WEB_SEAT, DOCS_SEAT, OLD_SEAT]  # live, ?, gone
+    assert "reading, caught up" in rows[WEB_SEAT]
+    assert "the login form" in rows[WEB_SEAT] and "[apply]" in rows[WEB_SEAT]
+    assert "behind: 2 unread, 2 waking" in rows[API_SEAT]
+    assert ">?</span>" in rows[DOCS_SEAT] and "quiet until" in rows[DOCS_SEAT]
+    assert ">gone</span>" in rows[OLD_SEAT]
+    assert "behind" not in rows[OLD_SEAT] and "unread" not in rows[OLD_SEAT]
+    assert 'href="?room=ops"' in page and 'href="?room=team"' in page
+
+
+@pytest.mark.django_db
+def test_an_unknown_room_is_named_and_the_busiest_room_shown_instead(client):
+    seed_rows()
+    client.login(username="staff", password=PASSWORD)
+    page = client.get("/admin/live/?room=tema").content.decode()
+
+    assert "There is no room &#x27;tema&#x27;; showing &#x27;team&#x27;." in page
+    assert "Seats in “team”" in page
+
+
+# ---------------------------------------------------------------- read-only
+
+
+def _links(page: str, base: str) -> set[str]:
+    """The same-site links of a page's content (not the admin's header and menus)."""
+    content = page.split('id="content-main"', 1)[-1]
+    found = set()
+    for href in re.findall(r'href="([^"#]+)"', content):
+        url = urljoin(base, href.replace("&amp;", "&"))
+        if url.startswith("/admin/") and "/logout" not in url:
+            found.add(url)
+    return found
+
+
+@pytest.mark.slow
+def test_every_view_and_action_of_the_live_view_leaves_every_row_of_the_store_unchanged(
+    store, server, tmp_path
+):
+    """Compared: every row of every table — the bus's, mcpgate's, and Django's own
+    (django_session and auth_user included: the login happens before the first look and
+    nothing after it may touch them)."""
+    with staff_client(server.url) as staff:
+        staff.get("/admin/")
+        before = dump_store(store)
+
+        pages = ["/admin/", "/admin/live/", "/admin/live/?room=ops", "/admin/live/?room=nope"]
+        seen: set[str] = set()
+        while pages:  # the live pages and every page they link to, once
+            url = pages.pop()
+            if url in seen:
+                continue
+            seen.add(url)
+            response = staff.get(url)
+            assert response.status_code == 200, url
+            if url.startswith("/admin/live/"):
+                pages.extend(_links(response.text, url) - seen)
+        assert {"/admin/live/?room=team", "/admin/live/?room=ops"} <= seen
+        assert any(url.startswith("/admin/bus/seat/") for url in seen)
+
+        with staff.stream("GET", STREAM, timeout=stream_timeout()) as response:
+            flow = read_until(events(response), is_ready)
+        for entry in flow[:-1]:  # each entry opened in full, as the flow's links do
+            assert staff.get(f"/admin/bus/entry/{entry.data['id']}/change/").status_code == 200
+        resumed = {"Last-Event-ID": live.encode({})}
+        with staff.stream("GET", STREAM, headers=resumed, timeout=stream_timeout()) as response:
+            replayed = read_until(events(response), is_ready)[:-1]  # from the start
+        assert len(replayed) == query_store(store, "SELECT COUNT(*) FROM bus_entry")[0][0]
+        assert staff.post(STREAM).status_code == 405
+        assert staff.post("/admin/live/").status_code == 403  # no CSRF token: refused
+
+        watch = subprocess.Popen(
+            salon_cmd("watch", "team"),
+            env=store,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert "watching room 'team'" in watch.stderr.readline()
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(10) == 0
+
+        assert dump_store(store) == before
+
+
+# ---------------------------------------------------------------- the doorbell
+
+
+@pytest.mark.slow
+def test_the_store_watch_notices_an_entry_that_wakes_nobody_from_another_process(store):
+    if store.get("DATABASE_URL"):
+        pytest.skip("SQLite's watch; PostgreSQL notifies every entry instead")
+    watch = SqliteWatch(store["AGENT_SALON_DB"], entries=True)
+    try:
+        assert watch.look() == ([], False)
+        send(store, api, "team", "FACT", "wakes nobody")
+        assert watch.look() == ([], True)
+        send(store, web, "team", "QUESTION", "wakes api", "--to", "api-service")
+        wakes, stored = watch.look()
+        ((api_id,),) = query_store(store, "SELECT id FROM bus_seat WHERE name = ?", (API_SEAT,))
+        assert stored and [seats for _, seats in wakes] == [{api_id}]
+        assert watch.look() == ([], False)
+    finally:
+        watch.close()
+
+
+# ---------------------------------------------------------------- positions (in-process)
+
+
+def test_positions_round_trip_as_an_event_id_and_a_foreign_id_is_not_read():
+    assert live.decode(live.encode({3: 17, 5: 2, 9: 0})) == {3: 17, 5: 2}
+    assert live.decode(live.encode({})) == {}
+    for foreign in ("", "42", "0190a1b2-7c3d-7e4f-8a5b-6c7d8e9f0a1b", "p1;3:x", "p1;3"):
+        assert live.decode(foreign) is None
+
+
+@pytest.mark.django_db
+def test_entries_after_positions_come_per_room_in_order_and_a_new_room_from_its_start():
+    from bus import services
+
+    web_seat = services.seats.check_in(agent="web-app", session_id="3f9c1a20-0000-4000-8000-1")
+    services.rooms.create_room(name="team")
+    services.rooms.join_room(seat=web_seat, room="team")
+    for n in range(3):
+        services.entries.send_entry(seat=web_seat, room="team", type="FACT", text=f"t{n}")
+    start = live.positions()
+    services.entries.send_entry(seat=web_seat, room="team", type="FACT", text="t3")
+    services.entries.send_entry(seat=web_seat, room="ops", type="FACT", text="o0", create=True)
+
+    got = live.after(start)
+    assert [i.data["content"] for i in got] == ["t3", "o0"]
+    assert live.waiting(start) == 2
+    assert [i.data["content"] for i in live.after(start, limit=1)] == ["t3", "o0"]
+    assert [i.data["content"] for i in live.recent(start, limit=2)] == ["t1", "t2"]
+    moved = dict(start)
+    for item in got:
+        moved[item.room_id] = item.seq
+    assert live.after(moved) == [] and moved == live.positions()
+
+
+# ---------------------------------------------------------------- keep-alive (in-process)
+
+
+class QuietHost:
+    """The daemon's part the stream uses (its board), with no listener: nothing rings."""
+
+    def __init__(self) -> None:
+        self.board = Board()
+
+    async def start(self) -> None:
+        pass
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_quiet_stream_sends_a_keep_alive_comment(monkeypatch):
+    """In-process, with the keep-alive period shortened (the real one is 15 s)."""
+    from channels.db import database_sync_to_async
+    from channels.testing import ApplicationCommunicator
+    from django.contrib.auth.models import User
+    from django.db import connections
+
+    from salon import live as live_stream
+
+    monkeypatch.setattr(live_stream, "KEEPALIVE_SECONDS", 0.2)
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/admin/live/stream",
+        "headers": [(b"host", b"127.0.0.1")],
+        "user": User(username="staff", is_staff=True, is_active=True, is_superuser=True),
+    }
+    talk = ApplicationCommunicator(live_stream.LiveStream.as_asgi(host=QuietHost()), scope)
+    await talk.send_input({"type": "http.request", "body": b""})
+    try:
+        start = await talk.receive_output(5)
+        assert start["status"] == 200
+        chunks = [(await talk.receive_output(5))["body"] for _ in range(2)]
+        assert chunks[0].startswith(b"id: p1;\nevent: ready\n")  # an empty store
+        assert chunks[1] == b": keep-alive\n\n"
+    finally:
+        await talk.send_input({"type": "http.disconnect"})
+        await talk.wait(5)
+        # the database thread's connection, so that the test database can be dropped
+        await database_sync_to_async(connections.close_all)()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_staff_without_the_view_permission_get_neither_the_page_nor_the_flow(client):
+    """The live view shows every entry: it needs what the history of entries needs."""
+    from channels.db import database_sync_to_async
+    from channels.testing import ApplicationCommunicator
+    from django.contrib.auth.models import User
+    from django.db import connections
+
+    from salon import live as live_stream
+
+    clerk = await database_sync_to_async(User.objects.create_user)(
+        "clerk", password="clerk-pw-9315", is_staff=True
+    )
+    await database_sync_to_async(client.force_login)(clerk)
+    page = await database_sync_to_async(client.get)("/admin/live/")
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/admin/live/stream",
+        "headers": [(b"host", b"127.0.0.1")],
+        "user": clerk,
+    }
+    talk = ApplicationCommunicator(live_stream.LiveStream.as_asgi(host=QuietHost()), scope)
+    await talk.send_input({"type": "http.request", "body": b""})
+    try:
+        start = await talk.receive_output(5)
+        body = await talk.receive_output(5)
+    finally:
+        await talk.wait(5)
+        await database_sync_to_async(connections.close_all)()
+
+    assert page.status_code == 403
+    assert start["status"] == 403 and b"permission to view entries" in body["body"]

@@ -1,0 +1,350 @@
+"""The letterbox and the safety net (SPEC §14), with stub judge commands.
+
+Each stub is a small shell script in the test's own directory: it appends the JSON
+document it was given to a file (so the calls can be counted and read), then answers
+like a judge would — or does not. The paths that look are the real ones: `salon hook
+stop` and `salon wait --once`, spawned as processes; the ledger is read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bus import judge
+from tests.claude_kit import (
+    API_SEAT,
+    WEB_SEAT,
+    WEB_SESSION,
+    api,
+    hook,
+    hook_json,
+    ok,
+    project,
+    query,
+    salon,
+    send,
+    stop_hooks_at_once,
+    web,
+)
+from tests.mcp_helpers import RawSession
+from tests.support import Daemon
+
+STUBS = {
+    "yes": "echo yes",
+    "no": "echo no",
+    "hangs": "sleep 30; echo no",
+    "garbage": "echo 'it depends on the focus, really'",
+    "exit 1": "echo no; exit 1",
+}
+
+
+def stub(tmp_path: Path, behaviour: str) -> tuple[Path, Path]:
+    """A judge command that records each document it reads; (the command, its calls)."""
+    calls = tmp_path / f"calls-{behaviour.replace(' ', '-')}.jsonl"
+    script = tmp_path / f"judge-{behaviour.replace(' ', '-')}"
+    # One write per call: judges run side by side, and `cat` alone may write in pieces
+    # that interleave with another judge's.
+    script.write_text(
+        f'#!/bin/sh\ndocument=$(cat)\nprintf \'%s\\n\' "$document" >> "{calls}"\n'
+        f"{STUBS[behaviour]}\n"
+    )
+    script.chmod(0o755)
+    return script, calls
+
+
+def calls_of(calls: Path) -> list[dict]:
+    if not calls.exists():
+        return []
+    return [json.loads(line) for line in calls.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def webdir(tmp_path):
+    return project(tmp_path, "web-app")
+
+
+def judged_env(env, tmp_path, behaviour: str, **extra) -> tuple[dict, Path]:
+    command, calls = stub(tmp_path, behaviour)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    settings = dict(
+        env,
+        TMPDIR=str(tmp),
+        AGENT_SALON_ROOM="team",
+        AGENT_SALON_TRIAGE_CMD=str(command),
+        AGENT_SALON_TRIAGE_TIMEOUT="1",
+    )
+    settings.update(extra)
+    return settings, calls
+
+
+def the_team(env, webdir, focus="wiring the login form"):
+    """Room team with web-app (checked in by its SessionStart hook, with a focus) and
+    api-service."""
+    ok(salon(env, "rooms", "--create", "team"))
+    hook_json(hook(env, "session-start", WEB_SESSION, webdir))
+    ok(api(env, "join", "team"))
+    ok(web(env, "focus", focus))
+
+
+def stop(env, webdir):
+    return hook_json(hook(env, "stop", WEB_SESSION, webdir))
+
+
+def wait_once(env) -> str:
+    return ok(web(env, "wait", "--once")).stdout
+
+
+def judgements(env, seat=WEB_SEAT) -> list[tuple]:
+    """(content, judge, judgement, woken, told by) for each judged row of a seat."""
+    return query(
+        env,
+        "SELECT e.content, w.judge, w.judgement, w.woken, w.told_by FROM bus_wakedecision w "
+        "JOIN bus_seat s ON s.id = w.seat_id JOIN bus_entry e ON e.id = w.entry_id "
+        "WHERE s.name = ? AND w.judge <> '' ORDER BY e.seq",
+        seat,
+    )
+
+
+# ---------------------------------------------------------------- the letterbox
+
+
+def test_a_judge_that_says_no_keeps_a_broadcast_question_from_the_stop_hook_and_the_monitor(
+    env, tmp_path, webdir
+):
+    env, _ = judged_env(env, tmp_path, "no")
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+    assert stop(env, webdir) is None
+    assert wait_once(env) == ""
+    assert judgements(env) == [
+        ("anyone know the billing cron schedule?", "letterbox", "no", False, "")
+    ]
+    # the entry is still there to read: a judgement never moves a cursor
+    peek = json.loads(ok(web(env, "peek", "team", "--json")).stdout)
+    assert [e["content"] for e in peek["entries"]] == ["anyone know the billing cron schedule?"]
+
+
+def test_the_judge_reads_the_seat_its_focus_the_entry_and_the_rules_verdict(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "no")
+    the_team(env, webdir, focus="the login form")
+    sent = send(env, api, "team", "QUESTION", "who owns billing?")
+    stop(env, webdir)
+    [document] = calls_of(calls)
+    assert document["schema"] == "salon.triage/1" and document["half"] == "letterbox"
+    assert document["seat"]["name"] == WEB_SEAT
+    assert document["seat"]["focus"]["text"] == "the login form"
+    assert document["entry"]["id"] == sent["id"]
+    assert document["entry"]["from"] == API_SEAT
+    assert document["entry"]["content"] == "who owns billing?"
+    assert document["rule"] == {"woken": True, "reason": "claim"}
+    assert "yes or no" in document["question"]
+
+
+def test_an_entry_to_exactly_this_seat_is_never_judged_and_is_told(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "no")
+    the_team(env, webdir)
+    send(env, api, "team", "REQUEST", "please review the schema", "--to", WEB_SEAT)
+    assert "please review the schema" in stop(env, webdir)["reason"]
+    assert calls_of(calls) == []
+
+
+def test_an_entry_to_the_agent_is_judged_as_it_may_mean_another_session(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "no")
+    the_team(env, webdir)
+    send(env, api, "team", "REQUEST", "please review the schema", "--to", "web-app")
+    assert stop(env, webdir) is None
+    assert len(calls_of(calls)) == 1
+
+
+@pytest.mark.parametrize("behaviour", ["hangs", "garbage", "exit 1"])
+def test_a_letterbox_whose_judge_fails_wakes(env, tmp_path, webdir, behaviour):
+    env, calls = judged_env(env, tmp_path, behaviour)
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+    assert "billing cron schedule" in stop(env, webdir)["reason"]
+    assert judgements(env) == [
+        ("anyone know the billing cron schedule?", "letterbox", "failed", True, "stop")
+    ]
+    assert len(calls_of(calls)) == 1
+
+
+# ---------------------------------------------------------------- the safety net
+
+
+def test_a_judge_that_says_yes_tells_a_declined_entry(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "yes")
+    the_team(env, webdir)
+    send(env, api, "team", "FACT", "the login form's CSRF token moves to a header")
+    output = stop(env, webdir)
+    assert "CSRF token moves to a header" in output["reason"]
+    assert stop(env, webdir) is None
+    assert judgements(env) == [
+        ("the login form's CSRF token moves to a header", "net", "yes", True, "stop")
+    ]
+    [document] = calls_of(calls)
+    assert document["half"] == "net"
+    assert document["rule"] == {"woken": False, "reason": "not_a_claim"}
+
+
+def test_the_net_judges_only_the_newest_declined_entry(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "yes")
+    the_team(env, webdir)
+    send(env, api, "team", "FACT", "older news")
+    send(env, api, "team", "FACT", "newest news")
+    reason = stop(env, webdir)["reason"]
+    assert "newest news" in reason and "older news" not in reason
+    assert [c["entry"]["content"] for c in calls_of(calls)] == ["newest news"]
+
+
+def test_the_net_leaves_a_seat_without_a_focus_alone(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "yes")
+    the_team(env, webdir)
+    ok(web(env, "focus", ""))
+    send(env, api, "team", "FACT", "the login form's CSRF token moves to a header")
+    assert stop(env, webdir) is None
+    assert calls_of(calls) == []
+
+
+@pytest.mark.parametrize("behaviour", ["no", "hangs", "garbage", "exit 1"])
+def test_a_net_whose_judge_does_not_say_yes_stays_quiet(env, tmp_path, webdir, behaviour):
+    env, calls = judged_env(env, tmp_path, behaviour)
+    the_team(env, webdir)
+    send(env, api, "team", "FACT", "the login form's CSRF token moves to a header")
+    assert stop(env, webdir) is None
+    assert wait_once(env) == ""
+    answer = "no" if behaviour == "no" else "failed"
+    assert judgements(env) == [
+        ("the login form's CSRF token moves to a header", "net", answer, False, "")
+    ]
+    assert len(calls_of(calls)) == 1
+
+
+def test_the_monitor_prints_what_the_net_lets_through(env, tmp_path, webdir):
+    env, _ = judged_env(env, tmp_path, "yes")
+    the_team(env, webdir)
+    send(env, api, "team", "FACT", "the login form's CSRF token moves to a header")
+    assert "CSRF token moves to a header" in wait_once(env)
+    assert stop(env, webdir) is None
+
+
+# ---------------------------------------------------------------- once, whatever looks
+
+
+def test_the_judge_is_asked_once_per_entry_per_seat_however_many_paths_look(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "no")
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+    send(env, api, "team", "FACT", "the staging database restarts at noon")
+    for _ in range(2):
+        assert stop(env, webdir) is None
+        assert wait_once(env) == ""
+    seen = sorted((c["half"], c["entry"]["content"]) for c in calls_of(calls))
+    assert seen == [
+        ("letterbox", "anyone know the billing cron schedule?"),
+        ("net", "the staging database restarts at noon"),
+    ]
+
+
+def test_two_stop_hooks_at_once_ask_the_judge_once(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "yes")
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+    blocks = stop_hooks_at_once(env, webdir)
+    assert len(blocks) == 1 and "billing cron schedule" in blocks[0]["reason"]
+    assert len(calls_of(calls)) == 1
+
+
+# ---------------------------------------------------------------- switches
+
+
+def test_triage_off_turns_the_letterbox_off_and_leaves_the_net(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "no", AGENT_SALON_TRIAGE="off")
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+    assert "billing cron schedule" in stop(env, webdir)["reason"]
+    assert [c["half"] for c in calls_of(calls)] == []  # the newest entry was woken
+
+
+def test_safety_net_off_turns_the_net_off(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "yes", AGENT_SALON_SAFETY_NET="off")
+    the_team(env, webdir)
+    send(env, api, "team", "FACT", "the login form's CSRF token moves to a header")
+    assert stop(env, webdir) is None
+    assert calls_of(calls) == []
+
+
+def test_without_a_command_nothing_is_judged(env, tmp_path, webdir):
+    env, _ = judged_env(env, tmp_path, "no", AGENT_SALON_TRIAGE_CMD="")
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+    assert "billing cron schedule" in stop(env, webdir)["reason"]
+    assert judgements(env) == []
+
+
+def test_a_judge_command_with_unbalanced_quotes_is_refused_naming_the_variable(env, tmp_path):
+    done = salon(env, "agents", AGENT_SALON_TRIAGE_CMD="claude -p 'unbalanced")
+    assert done.returncode != 0
+    assert "AGENT_SALON_TRIAGE_CMD" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------- the answer
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("yes\n", "yes"),
+        ("No.", "no"),
+        ("  YES  ", "yes"),
+        ("yes, it is", "failed"),
+        ("", "failed"),
+        ("maybe", "failed"),
+    ],
+)
+def test_only_a_clear_yes_or_no_is_an_answer(text, answer):
+    assert judge.parse_answer(text) == answer
+
+
+def test_a_judge_past_its_timeout_is_ended_with_what_it_started(tmp_path):
+    command, _ = stub(tmp_path, "hangs")
+    assert judge.ask([str(command)], {"x": 1}, timeout=0.5) == "failed"
+    leftover = subprocess.run(["pgrep", "-f", str(command)], capture_output=True, text=True)
+    assert leftover.stdout == ""
+
+
+# ---------------------------------------------------------------- the MCP wait tool
+
+
+@pytest.mark.slow
+def test_the_mcp_wait_tool_judges_first_and_a_no_keeps_a_broadcast_back(env, tmp_path):
+    """The wait tool is a telling path too: it judges before it looks at the ledger, in
+    the daemon, and what the letterbox holds back it does not return."""
+    env, calls = judged_env(env, tmp_path, "no")
+    ok(salon(env, "rooms", "--create", "team"))
+    ok(api(env, "join", "team"))
+    daemon = Daemon(env=env, cwd=tmp_path).start()
+    try:
+
+        async def ask() -> tuple[str, dict]:
+            async with httpx.AsyncClient(timeout=30) as client:
+                session = await RawSession(client, daemon.url, "label=web-app&room=team").open()
+                await session.result("rooms")
+                send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+                waited = await session.result("wait", {"timeout": 2})
+                return f"web-app#{session.session_id[:8]}", waited
+
+        seat, waited = asyncio.run(ask())
+    finally:
+        daemon.stop()
+    assert waited["entries"] == []
+    assert [document["seat"]["name"] for document in calls_of(calls)] == [seat]
+    assert judgements(env, seat) == [
+        ("anyone know the billing cron schedule?", "letterbox", "no", False, "")
+    ]
