@@ -113,6 +113,9 @@ def _channel_layer(url: str, store: str) -> dict:
         for address in config["CONFIG"]["hosts"]
     ]
     config["CONFIG"]["prefix"] = f"salon.{store}"
+    # channels_redis's layer loses a message when a consumer ends at the wrong moment;
+    # this one does not (mcpgate.redislayer).
+    config["BACKEND"] = "mcpgate.redislayer.CancelSafeRedisChannelLayer"
     return config
 
 

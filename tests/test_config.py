@@ -435,7 +435,7 @@ def test_redis_url_selects_the_channels_redis_layer_with_reads_longer_than_its_p
     )
     layer, store = got
     assert layer == {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "mcpgate.redislayer.CancelSafeRedisChannelLayer",
         "CONFIG": {
             "hosts": [
                 {
