@@ -276,15 +276,28 @@ def debug_log(tmp_path: Path) -> Path:
     return tmp_path / "claude-debug.log"
 
 
-def stop_hooks_run(debug_log: Path) -> int:
-    """How many times Claude Code has run the Stop hook so far (its debug log)."""
+def hooks_run(debug_log: Path, event: str) -> int:
+    """How many times Claude Code has run this event's hook so far (its debug log)."""
     if not debug_log.exists():
         return 0
     return sum(
         1
         for line in debug_log.read_text(errors="replace").splitlines()
-        if "Hooks: Stop [" in line and "finished with status" in line
+        if f"Hooks: {event}" in line and "finished with status" in line
     )
+
+
+def stop_hooks_run(debug_log: Path) -> int:
+    return hooks_run(debug_log, "Stop [")
+
+
+def mcp_lines(debug_log: Path) -> str:
+    """What Claude Code's debug log says of the agent-salon server (connects, drops,
+    reconnection attempts), for a failure message."""
+    if not debug_log.exists():
+        return ""
+    lines = debug_log.read_text(errors="replace").splitlines()
+    return "\n" + "\n".join(line[:200] for line in lines if 'server "agent-salon"' in line)
 
 
 @pytest.fixture
@@ -298,8 +311,13 @@ def session(
         debug_file=debug_log,
         extra=("--allowedTools", "Monitor"),
     )
-    yield terminal
-    terminal.stop()
+    try:
+        # Claude Code takes input before its SessionStart hook has put the seat on the
+        # bus; an entry sent in between is sent before the seat is in the room.
+        assert wait_until(lambda: hooks_run(debug_log, "SessionStart:") >= 1), terminal.screen()
+        yield terminal
+    finally:
+        terminal.stop()
 
 
 def reply_in_turns(request: Request) -> Text:
@@ -582,11 +600,14 @@ def test_the_wait_tool_returns_an_entry_already_pushed_to_the_sessions_dropped_s
 )
 def test_after_a_daemon_restart_the_next_send_is_signed_by_the_claude_sessions_seat(
     home: ClaudeHome, http_project: Path, env: dict[str, str], daemon: Daemon,
-    stand_in: StandIn,
+    stand_in: StandIn, debug_log: Path,
 ):  # fmt: skip
     without_prompt_checkin(http_project)
     terminal = home.interactive(
-        cwd=http_project, env=home.env(env), extra=("--allowedTools", "mcp__agent-salon")
+        cwd=http_project,
+        env=home.env(env),
+        debug_file=debug_log,
+        extra=("--allowedTools", "mcp__agent-salon"),
     )
     try:
         bound = "SELECT claude_session_id FROM mcpgate_mcpsession WHERE claude_session_id != ''"
@@ -600,12 +621,12 @@ def test_after_a_daemon_restart_the_next_send_is_signed_by_the_claude_sessions_s
 
         daemon.stop()
         daemon.start()
-        # Claude Code notices the lost connection and connects again: a new MCP session,
-        # named by the headersHelper at its initialize.
+        # Claude Code notices the lost connection and connects again (five tries within
+        # about 17 s): a new MCP session, named by the headersHelper at its initialize.
+        # A tool call before that fails with "not connected".
         assert wait_until(lambda: len(query_store(env, bound)) == 2, timeout=90), (
-            terminal.screen() + daemon.log()[-2000:]
+            terminal.screen() + daemon.log()[-2000:] + mcp_lines(debug_log)
         )
-        assert {c for (c,) in query_store(env, bound)} == {claude_session}
         terminal.type_line("Ask the team.")
 
         assert wait_until(lambda: history(env, http_project) != []), (
@@ -615,6 +636,7 @@ def test_after_a_daemon_restart_the_next_send_is_signed_by_the_claude_sessions_s
         )
         [entry] = history(env, http_project)
         assert entry["from"] == f"web-app#{claude_session[:8]}"
+        assert {c for (c,) in query_store(env, bound)} == {claude_session}
     finally:
         terminal.stop()
 
