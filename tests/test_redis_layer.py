@@ -49,7 +49,8 @@ async def test_a_message_sent_as_the_popping_consumer_ends_still_reaches_its_con
     """REGRESSION: 2026-12-01, CI's PostgreSQL + Redis pass: a stream never followed its
     session after checkin. The checkin's consumer sent session.rebind and ended; channels
     cancelled its receive, which held the process's BZPOPMIN, and redis-py dropped the
-    popped answer. With channels_redis's own layer this loop lost messages in every run (16 of 40 in one)."""
+    popped answer. With channels_redis's own layer this loop lost messages in every run
+    (16 of 40 in one)."""
     layer = new_layer()
     try:
         got = [await a_message_sent_as_its_neighbour_ends(layer, n) for n in range(TRIALS)]
