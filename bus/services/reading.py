@@ -177,7 +177,9 @@ def read_history(
     if len(rooms_read) == 1:
         batch = list(query.order_by("-seq")[:limit])  # the entry_room_seq index
     else:
-        batch = list(query.order_by("-ts", "-seq")[:limit])
+        # Across rooms seq says nothing; ids (UUID v7) keep one process's entries of one
+        # millisecond in the order they were written.
+        batch = list(query.order_by("-ts", "-id")[:limit])
     batch.reverse()
     woken = _woken_ids(seat, batch) if seat else set()
     entries = [wire.entry(e, reader=seat, woken=e.id in woken) for e in batch]
