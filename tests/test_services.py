@@ -1125,6 +1125,19 @@ def test_list_rooms_counts_entries_seats_and_live_seats(team):
     assert listed["live"] == [writer.name]
 
 
+def test_list_rooms_lists_a_seat_in_each_of_its_rooms_and_not_where_it_left(team):
+    ops = make_room("ops")
+    both = make_seat("web", team, ops)
+    leaver = make_seat("api", team, ops)
+    services.rooms.part_room(seat=leaver, room="ops")
+
+    listed = {r["room"]: r for r in services.rooms.list_rooms()}
+
+    assert listed["team"]["seats"] == sorted([both.name, leaver.name])
+    assert listed["ops"]["seats"] == [both.name]
+    assert listed["ops"]["live"] == [both.name]
+
+
 @pytest.mark.parametrize("name", ["", "a b", "x" * 65, "a..b", "room/1"])
 def test_a_bad_room_name_is_refused_before_storage(name):
     with pytest.raises(RuleError, match="room name"):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -231,26 +233,49 @@ def add_room_notes(provider: RoomNotes) -> None:
         _room_notes.append(provider)
 
 
+class _Member(NamedTuple):
+    """The columns of a seat that say whether it is live, with Seat's own rule."""
+
+    name: str
+    live_until: datetime | None
+    last_seen: datetime | None
+    signed_off_at: datetime | None
+
+    liveness = Seat.liveness
+
+
 def list_rooms(*, archived: bool = False) -> list[dict]:
     at = timezone.now()
     notes: dict[str, dict] = {}
     for provider in _room_notes:
         for name, extra in provider().items():
             notes.setdefault(name, {}).update(extra)
-    result = []
-    for room in Room.objects.filter(archived_at__isnull=not archived).order_by("name"):
-        members = list(Seat.objects.in_rooms([room]).select_related("agent"))
-        result.append(
-            {
-                "room": room.name,
-                "entries": room.last_seq,
-                "seats": sorted(s.name for s in members),
-                "live": sorted(s.name for s in members if s.liveness(at) == rules.LIVE),
-                "archived": wire.iso(room.archived_at),
-                **notes.get(room.name, {}),
-            }
-        )
-    return result
+    rooms = list(Room.objects.filter(archived_at__isnull=not archived).order_by("name"))
+    # Every room's members in one query of plain values: no Seat per member (a room of
+    # thousands of seats cost a model instance each, on every `rooms` call).
+    seats: dict[int, set[str]] = {room.pk: set() for room in rooms}
+    live: dict[int, set[str]] = {room.pk: set() for room in rooms}
+    for row in (
+        Membership.objects.current()
+        .filter(room__in=rooms)
+        .values_list(*(f"seat__{field}" for field in _Member._fields), "room_id")
+        .iterator()
+    ):
+        member, room_id = _Member(*row[:-1]), row[-1]
+        seats[room_id].add(member.name)
+        if member.liveness(at) == rules.LIVE:
+            live[room_id].add(member.name)
+    return [
+        {
+            "room": room.name,
+            "entries": room.last_seq,
+            "seats": sorted(seats[room.pk]),
+            "live": sorted(live[room.pk]),
+            "archived": wire.iso(room.archived_at),
+            **notes.get(room.name, {}),
+        }
+        for room in rooms
+    ]
 
 
 def archive_room(*, name: str, force: bool = False) -> dict:
