@@ -827,6 +827,24 @@ def test_a_history_that_names_no_room_covers_every_room_of_the_seat(team):
     ]
 
 
+def test_a_history_over_rooms_keeps_entries_of_one_millisecond_in_the_order_written(
+    team, monkeypatch
+):
+    """REGRESSION: 2026-12-01, a flaky run of the test above: entries of one millisecond
+    in two rooms were ordered by their per-room seq, which says nothing across rooms."""
+    ops = make_room("ops")
+    writer = make_seat("web", team, ops)
+    one_instant = timezone.now()
+    monkeypatch.setattr(services.entries.timezone, "now", lambda: one_instant)
+    send(writer, team, "first.")
+    send(writer, team, "second.")
+    send(writer, ops, "third.")
+
+    history = services.reading.read_history(seat=writer)
+
+    assert [e["content"] for e in history["entries"]] == ["first.", "second.", "third."]
+
+
 def test_a_long_backlog_is_counted_up_to_a_cap_and_says_so(team, monkeypatch):
     monkeypatch.setattr(services.reading, "COUNT_CAP", 3)
     writer = make_seat("web", team)
