@@ -1,7 +1,9 @@
-"""salon.serving in-process: the access log's lines and the open-bind warning."""
+"""salon.serving in-process: the access log's lines, the open-bind warning, and the daphne
+Server's application check over the connections that changed."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -56,3 +58,110 @@ def test_the_open_bind_warning_counts_active_tokens_only():
     services.tokens.revoke_tokens(label="ci")
     assert "no active token" in serving.open_bind_warning("0.0.0.0")
     assert serving.open_bind_warning("127.0.0.1") is None
+
+
+# -- the application check (serving.lean_server_class) ------------------------------
+
+
+class _Connection:
+    """What the application check touches of a daphne protocol."""
+
+    def __init__(self):
+        self.errors: list[BaseException] = []
+
+    def handle_exception(self, exception):
+        self.errors.append(exception)
+
+
+@pytest.fixture
+def lean_server(monkeypatch):
+    server_class = serving.lean_server_class()
+    from twisted.internet import reactor
+
+    monkeypatch.setattr(reactor, "callLater", lambda *args, **kwargs: None)  # no next round
+    server = server_class(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])
+    server.connections = {}  # as run() starts it
+    return server
+
+
+def _start(server, connection, app):
+    server.application = lambda scope, receive, send: app()
+    server.protocol_connected(connection)
+    return server.create_application(connection, {"type": "http"})
+
+
+async def _turn():
+    for _ in range(3):  # the app's step, then its done-callback
+        await asyncio.sleep(0)
+
+
+async def test_a_finished_application_is_reaped_and_its_connection_forgotten_once_closed(
+    lean_server,
+):
+    async def finishes():
+        return None
+
+    connection = _Connection()
+    _start(lean_server, connection, finishes)
+    await _turn()
+    lean_server.application_checker()
+    assert "application_instance" not in lean_server.connections[connection]  # reaped
+    lean_server.protocol_disconnected(connection)
+    lean_server.application_checker()
+    assert connection not in lean_server.connections
+
+
+async def test_a_running_application_whose_client_left_is_cancelled_after_the_close_timeout(
+    lean_server,
+):
+    async def runs_on():
+        await asyncio.Event().wait()
+
+    connection = _Connection()
+    _start(lean_server, connection, runs_on)
+    await _turn()
+    lean_server.protocol_disconnected(connection)
+    lean_server.application_checker()
+    instance = lean_server.connections[connection]["application_instance"]
+    assert not instance.done()  # within the close timeout: left running, looked at again
+    assert connection in lean_server.changed
+
+    lean_server.application_close_timeout = -1
+    lean_server.application_checker()
+    await _turn()
+    assert instance.cancelled()
+    lean_server.application_checker()
+    assert connection not in lean_server.connections
+
+
+async def test_an_untouched_open_connection_is_not_looked_at_and_keeps_its_application(
+    lean_server,
+):
+    async def runs_on():
+        await asyncio.Event().wait()
+
+    connection = _Connection()
+    _start(lean_server, connection, runs_on)
+    await _turn()
+    for _ in range(3):
+        lean_server.application_checker()
+    assert lean_server.changed == set()
+    instance = lean_server.connections[connection]["application_instance"]
+    assert not instance.done()
+    instance.cancel()
+
+
+async def test_an_applications_exception_is_logged_and_handed_to_its_open_connection(
+    lean_server, caplog
+):
+    async def fails():
+        raise ValueError("broken consumer")
+
+    connection = _Connection()
+    _start(lean_server, connection, fails)
+    await _turn()
+    with caplog.at_level(logging.ERROR, logger="daphne.server"):
+        lean_server.application_checker()
+    assert [str(e) for e in connection.errors] == ["broken consumer"]
+    assert "Exception inside application: broken consumer" in caplog.text
+    assert "application_instance" not in lean_server.connections[connection]
