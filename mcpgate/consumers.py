@@ -22,7 +22,6 @@ from django.conf import settings
 from bus import rules, services, strict
 from bus.rules import RuleError
 from mcpgate import delivery, metrics, protocol, sessions, tools
-from mcpgate.delivery import KEEPALIVE_SECONDS
 from mcpgate.host import StreamHost, seat_group
 from mcpgate.protocol import ProtocolError
 from mcpgate.streaming import StreamingHttpConsumer
@@ -30,6 +29,7 @@ from mcpgate.streaming import StreamingHttpConsumer
 log = logging.getLogger("salon.mcp")
 
 INITIAL_PUSH_LIMIT = 20
+KEEPALIVE_COMMENT = protocol.sse_comment("keep-alive")
 JSON = (b"content-type", b"application/json")
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -286,14 +286,11 @@ class McpConsumer(StreamingHttpConsumer):
             await delivery.write_pushes(self, replay, self.host.records)
         self.ready = True
         self.host.claimer.ring(self, limit=INITIAL_PUSH_LIMIT, tell_more=True)
-        await self.keepalive()
 
-    async def keepalive(self) -> None:
-        """The stream's own keep-alive bytes; its database work is the ticker's."""
-        while True:
-            await asyncio.sleep(KEEPALIVE_SECONDS)
-            await self.send_chunk(protocol.sse_comment("keep-alive"))
-            # Re-subscribing refreshes group expiry on Redis.
+    async def keep_open(self, *, renew_groups: bool) -> None:
+        """The ticker's keep-alive round (mcpgate.delivery.KeepAliveTicker)."""
+        await self.send_chunk(KEEPALIVE_COMMENT)
+        if renew_groups:
             for group in list(self.groups_joined):
                 await self.channel_layer.group_add(group, self.channel_name)
 

@@ -11,9 +11,10 @@ work (bench/RESULTS.md §4 and §5):
   that same hop, then writes to each stream. Rings that arrive while a claim runs are
   taken by the next claim, which starts as soon as the writes are done: a broadcast to
   500 streams costs a few claims, not 500, and no ring waits for a timer.
-* the keep-alive ticker: every KEEPALIVE_SECONDS it refreshes the liveness of every open
-  stream's seat and session in set-based UPDATEs (one transaction), and rings the
-  claimer for every stream (the safety net for a lost doorbell). A closed stream is
+* the keep-alive ticker: every KEEPALIVE_SECONDS it has every open stream send its
+  keep-alive (and, hourly, renew its channel-layer groups), refreshes the liveness of
+  every open stream's seat and session in set-based UPDATEs (one transaction), and rings
+  the claimer for every stream (the safety net for a lost doorbell). A closed stream is
   dropped from it, so its seat stops being refreshed.
 
 Which seats' streams got each push is recorded on the entry (delivered_to /
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Protocol
 
 from channels.db import database_sync_to_async
@@ -41,6 +43,10 @@ from mcpgate.models import McpSession
 log = logging.getLogger("salon.mcp")
 
 KEEPALIVE_SECONDS = 15
+# Channel-layer groups expire after a day (channels' default, in memory and on Redis);
+# a stream renews its own this often.
+GROUP_RENEW_SECONDS = 3600
+KEEPALIVE_BATCH = 200  # streams written to per event-loop turn, so pushes are not held up
 PUSH_LIMIT = 100  # pushes claimed per seat per claim; more are claimed right after
 FLUSH_SECONDS = 0.2
 RETRY_SECONDS = 1.0  # after a failed claim, before trying its seats again
@@ -58,6 +64,10 @@ class Stream(Protocol):
     live_until: object
 
     async def send_event(self, message: dict, event_id: str | None = None) -> None: ...
+
+    async def keep_open(self, *, renew_groups: bool) -> None:
+        """Whatever keeps the client's connection open (an SSE comment); with
+        renew_groups, re-join the channel-layer groups before they expire."""
 
 
 # ------------------------------------------------------------------ the message
@@ -253,12 +263,15 @@ class Claimer:
 
 
 class KeepAliveTicker:
-    """A process's liveness refresher for its open streams.
+    """A process's keep-alive round for its open streams: their bytes, then their liveness.
 
     Before, each stream's keep-alive cost 2-3 statements and commits of its own; 2,000
-    idle streams kept 43-47 % of a core busy (bench/RESULTS.md §4). Each HTTP stream
-    still sends its own keep-alive bytes (mcpgate.consumers); only the database work is
-    here. `tick()` is the whole of one round, for a test to call.
+    idle streams kept 43-47 % of a core busy (bench/RESULTS.md §4). Then each stream
+    still had a task of its own waking every 15 s to write its bytes and re-join its
+    groups: with 10,000 streams, ~670 timer wake-ups and ~1,300 group joins a second.
+    Now one round every KEEPALIVE_SECONDS (on a fixed beat, so no stream waits longer)
+    writes every stream's keep-alive, KEEPALIVE_BATCH per event-loop turn. `tick()` is
+    the whole of one round, for a test to call.
     """
 
     def __init__(self, claimer: Claimer) -> None:
@@ -266,6 +279,7 @@ class KeepAliveTicker:
         self.streams: set[Stream] = set()
         self._task: asyncio.Task | None = None
         self._ticking = asyncio.Lock()
+        self._groups_renewed_at = time.monotonic()
 
     def add(self, stream: Stream) -> None:
         self.streams.add(stream)
@@ -280,14 +294,34 @@ class KeepAliveTicker:
             pass
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        beat = loop.time()
         while self.streams:
-            await asyncio.sleep(KEEPALIVE_SECONDS)
+            # The next beat 15 s after the last one, not after the round's work.
+            beat = max(beat + KEEPALIVE_SECONDS, loop.time())
+            await asyncio.sleep(beat - loop.time())
             try:
                 await self.tick()
             except Exception:  # keep ticking: a missed refresh is covered by the next
                 log.exception("keep-alive refresh of %d streams failed", len(self.streams))
 
+    async def keep_streams_open(self) -> None:
+        now = time.monotonic()
+        renew = now - self._groups_renewed_at >= GROUP_RENEW_SECONDS
+        if renew:
+            self._groups_renewed_at = now
+        for n, stream in enumerate(list(self.streams), 1):
+            if stream not in self.streams:
+                continue  # closed while an earlier batch was written
+            try:
+                await stream.keep_open(renew_groups=renew)
+            except Exception:  # one broken stream does not keep the others' bytes back
+                log.exception("keep-alive of a stream failed")
+            if n % KEEPALIVE_BATCH == 0:
+                await asyncio.sleep(0)
+
     async def tick(self) -> None:
+        await self.keep_streams_open()
         async with self._ticking:
             streams = [(stream, stream.seat) for stream in self.streams]
             seat_ids = {seat.pk for _, seat in streams if seat is not None}

@@ -129,6 +129,11 @@ class StdioServer:
     async def send_event(self, message: dict, event_id: str | None = None) -> None:
         await self.write(message)
 
+    async def keep_open(self, *, renew_groups: bool) -> None:
+        """The ticker's keep-alive round: a pipe needs no bytes, the group its renewal."""
+        if renew_groups and self.group:
+            await self.host.layer.group_add(self.group, self.channel)
+
     async def run(self) -> None:
         # stdin first: initialize, ping and tools/list need no seat, so the client is
         # answered while the seat checks in and the host starts.

@@ -269,13 +269,17 @@ class _Stream:
         self.streaming = self.ready = True
         self.live_until = None
         self.events: list[dict] = []
+        self.kept_open: list[bool] = []  # renew_groups of each keep-alive
 
     async def send_event(self, message, event_id=None):
         self.events.append(message)
 
+    async def keep_open(self, *, renew_groups):
+        self.kept_open.append(renew_groups)
+
 
 @pytest.mark.django_db(transaction=True)
-async def test_one_tick_refreshes_every_open_streams_seat_and_session_and_none_closed():
+async def test_one_tick_keeps_every_open_stream_open_and_refreshes_its_seat_and_session():
     from asgiref.sync import sync_to_async
     from django.utils import timezone
 
@@ -329,3 +333,20 @@ async def test_one_tick_refreshes_every_open_streams_seat_and_session_and_none_c
         assert sessions_after[session.pk] > before[1][session.pk]
     assert seats_after[seats[2].pk] == before[0][seats[2].pk]  # closed: not refreshed
     assert sessions_after[sessions[2].pk] == before[1][sessions[2].pk]
+    # One keep-alive each for the open streams, none for the closed one; groups are
+    # renewed hourly, not on every beat.
+    assert [s.kept_open for s in streams] == [[False], [False], []]
+
+
+async def test_the_keep_alive_round_renews_groups_once_an_hour_has_passed(monkeypatch):
+    from mcpgate import delivery
+
+    streams = [_Stream(None) for _ in range(2 * delivery.KEEPALIVE_BATCH + 1)]
+    ticker = delivery.KeepAliveTicker(delivery.Claimer(delivery.DeliveryRecords()))
+    ticker.streams.update(streams)
+    await ticker.keep_streams_open()
+    monkeypatch.setattr(delivery, "GROUP_RENEW_SECONDS", 0)
+    await ticker.keep_streams_open()
+    monkeypatch.setattr(delivery, "GROUP_RENEW_SECONDS", 3600)
+    await ticker.keep_streams_open()
+    assert {tuple(s.kept_open) for s in streams} == {(False, True, False)}
