@@ -45,6 +45,7 @@ SCENARIOS = {
     "admin": ("bench.admin_page", [], 1800),
     "relay": ("bench.relay", [], 900),
     "side_by_side": ("bench.side_by_side", [], 2400),
+    "workers": ("bench.workers", [], 600),
 }
 
 

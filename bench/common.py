@@ -247,8 +247,9 @@ STORES = {
 
 
 @contextlib.contextmanager
-def daemon(store: str = "sqlite", **extra: str) -> Iterator:
-    """A real `salon serve` (one daphne process) on a fresh store, stopped afterwards.
+def daemon(store: str = "sqlite", *, workers: int = 1, **extra: str) -> Iterator:
+    """A real `salon serve` (one daphne process, or `workers` of them on one socket) on
+    a fresh store, stopped afterwards.
 
     Yields the tests.support.Daemon; its .env is what a CLI process needs to reach the
     same store."""
@@ -274,7 +275,8 @@ def daemon(store: str = "sqlite", **extra: str) -> Iterator:
                 redis.Redis.from_url(REDIS_URL).flushdb()
         if store == "sqlite-normal":
             env["DJANGO_SETTINGS_MODULE"] = "bench.settings_sync_normal"
-        running = Daemon(env=env, cwd=workdir).start(timeout=120)
+        command = ("serve",) if workers == 1 else ("serve", "--workers", str(workers))
+        running = Daemon(env=env, cwd=workdir, command=command).start(timeout=120)
         try:
             yield running
         finally:
@@ -306,16 +308,17 @@ def cpu_seconds(pid: int) -> float:
 
 @contextlib.contextmanager
 def profiled(salon, name: str) -> Iterator[None]:
-    """With BENCH_PROFILE=1 (and py-spy installed): record the daemon with py-spy while
-    the block runs, as collapsed stacks per thread (`--format raw --threads`, readable by
-    speedscope or flamegraph.pl) in /tmp/salon-bench-profile-NAME.txt."""
+    """With BENCH_PROFILE=1 (and py-spy installed): record the daemon (with its worker
+    processes, if any) with py-spy while the block runs, as collapsed stacks per thread
+    (`--format raw --threads`, readable by speedscope or flamegraph.pl) in
+    /tmp/salon-bench-profile-NAME.txt."""
     spy = Path(sys.executable).parent / "py-spy"
     if not os.environ.get("BENCH_PROFILE") or not spy.exists():
         yield
         return
     path = Path(tempfile.gettempdir()) / f"salon-bench-profile-{name}.txt"
     command = [str(spy), "record", "--pid", str(salon.process.pid), "--output", str(path),
-               "--format", "raw", "--threads", "--rate", "250"]  # fmt: skip
+               "--format", "raw", "--threads", "--rate", "250", "--subprocesses"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield

@@ -37,7 +37,7 @@ CONCURRENCY = 8
 TARGET = 1000  # entries/s on SQLite
 
 
-async def measure(base: str, seconds: float) -> dict:
+async def measure(base: str, seconds: float, posters: int = CONCURRENCY) -> dict:
     async with contextlib.AsyncExitStack() as stack:
         idle = await stack.enter_async_context(http_client())
         client = await stack.enter_async_context(http_client())
@@ -80,7 +80,7 @@ async def measure(base: str, seconds: float) -> dict:
                 if time.time() <= deadline:
                     stored += 1
 
-        await asyncio.gather(*(poster(w) for w in range(CONCURRENCY)))
+        await asyncio.gather(*(poster(w) for w in range(posters)))
         # Wait for the pushes of everything sent (at most 30 s more).
         settle = time.time() + 30
         while len(arrivals) < len(sent) and time.time() < settle:
