@@ -230,7 +230,7 @@ class McpConsumer(StreamingHttpConsumer):
         seat = await database_sync_to_async(binding.seat)()
         self.seat = seat
         self.waiter = asyncio.Event()
-        await self.join_group(seat_group(seat.pk))
+        await self.join_seat(seat.pk)
         await self.start_response(200, SSE_HEADERS)
         self.spawn(self.run_wait(binding, message, arguments))
 
@@ -255,7 +255,7 @@ class McpConsumer(StreamingHttpConsumer):
             # hook or a tool call made, or waits until one does (session.rebind).
             self.seat = await database_sync_to_async(sessions.existing_seat)(session)
         if self.seat is not None:
-            await self.join_group(seat_group(self.seat.pk))
+            await self.join_seat(self.seat.pk)
         self.stream_token = await database_sync_to_async(sessions.claim_stream)(session)
         # Whoever held this session's stream, or this seat's, lets go now.
         await self.channel_layer.group_send(
@@ -294,13 +294,33 @@ class McpConsumer(StreamingHttpConsumer):
             for group in list(self.groups_joined):
                 await self.channel_layer.group_add(group, self.channel_name)
 
-    # -- channel-layer messages ---------------------------------------------------
+    # -- the seat's doorbell -------------------------------------------------------
 
-    async def bus_entry(self, message) -> None:
+    async def join_seat(self, seat_id: int) -> None:
+        """Hear the seat's doorbell: on the layer (other processes ring there) and in
+        this process's bells (mcpgate.host.Bells)."""
+        await self.join_group(seat_group(seat_id))
+        self.host.bells.add(seat_id, self)
+
+    async def leave_seat(self, seat_id: int) -> None:
+        self.host.bells.discard(seat_id, self)
+        await self.leave_group(seat_group(seat_id))
+
+    async def finish(self):
+        if self.seat is not None:
+            self.host.bells.discard(self.seat.pk, self)
+        await super().finish()
+
+    def hear_bell(self) -> None:
         if self.waiter is not None:
             self.waiter.set()
         if self.streaming and self.ready:
             self.host.claimer.ring(self)
+
+    # -- channel-layer messages ---------------------------------------------------
+
+    async def bus_entry(self, message) -> None:
+        self.hear_bell()
 
     async def stream_replace(self, message) -> None:
         if self.streaming and message.get("token") != self.stream_token:
@@ -318,9 +338,9 @@ class McpConsumer(StreamingHttpConsumer):
             await self.end_stream()
             return
         if self.seat is not None:
-            await self.leave_group(seat_group(self.seat.pk))
+            await self.leave_seat(self.seat.pk)
         self.session, self.seat = session, session.seat
-        await self.join_group(seat_group(self.seat.pk))
+        await self.join_seat(self.seat.pk)
         self.live_until = await database_sync_to_async(services.seats.keep_live)(seat=self.seat)
         if self.ready:
             self.host.claimer.ring(self)

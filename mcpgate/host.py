@@ -22,15 +22,17 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
 import json
 import logging
 import os
 import sys
+import weakref
 from collections import deque
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from bus import bell
@@ -71,6 +73,36 @@ class Board:
     def ring(self) -> None:
         for event in self._events:
             event.set()
+
+
+class Bells:
+    """This process's doorbell listeners per seat (its HTTP streams and waits, a stdio
+    server), rung by a direct call. On the in-process layer, which reaches no other
+    process, a ring goes here instead of through the layer: a broadcast to 1,000 local
+    streams was 1,000 group sends and 1,000 consumer wake-ups before the one claim. A
+    listener that vanished without leaving is dropped with it (weak references)."""
+
+    def __init__(self) -> None:
+        self._by_seat: dict[int, weakref.WeakSet] = {}
+
+    def add(self, seat_id: int, listener) -> None:
+        self._by_seat.setdefault(seat_id, weakref.WeakSet()).add(listener)
+
+    def discard(self, seat_id: int, listener) -> None:
+        listeners = self._by_seat.get(seat_id)
+        if listeners is not None:
+            listeners.discard(listener)
+            if not listeners:
+                del self._by_seat[seat_id]
+
+    def ring(self, seat_ids) -> None:
+        for seat_id in seat_ids:
+            for listener in list(self._by_seat.get(seat_id, ())):
+                listener.hear_bell()
+
+
+# One per process, as the in-process layer is: every host of the process rings them all.
+process_bells = Bells()
 
 
 class RecentRings:
@@ -207,6 +239,8 @@ class StreamHost:
         self.claimer = delivery.Claimer(self.records)
         self.ticker = delivery.KeepAliveTicker(self.claimer)
         self.board = Board()
+        self.bells = process_bells
+        self.ringing: set[asyncio.Task] = set()  # rings on their way to the layer
         self.listener = bell.Listener(self.heard, stored=self.board.ring)
         self.recent = RecentRings()
         self.store = own_store()
@@ -260,10 +294,18 @@ class StreamHost:
         self.recent.add(entry_id)
         if self.loop is None or self.loop.is_closed():
             return
-        asyncio.run_coroutine_threadsafe(self.ring_seats(seat_ids), self.loop)
+        # In a fresh context: this runs on the sending thread, inside asgiref's database
+        # executor, and a task started in its context (the claimer's, rung from here)
+        # would have its own database calls refused as a deadlock.
+        self.loop.call_soon_threadsafe(self._ring_here, seat_ids, context=contextvars.Context())
         self.loop.call_soon_threadsafe(self.board.ring)  # sooner than the listener's look
         if not settings.DATABASE_URL:
             self._ring_line(entry_id, seat_ids)
+
+    def _ring_here(self, seat_ids: list[int]) -> None:
+        task = asyncio.ensure_future(self.ring_seats(seat_ids))
+        self.ringing.add(task)
+        task.add_done_callback(self.ringing.discard)
 
     def _ring_line(self, entry_id: str, seat_ids: list[int]) -> None:
         """Fire and forget: a connect and a write per server of the store, no waiting."""
@@ -273,6 +315,9 @@ class StreamHost:
             log.warning("could not ring the other servers of the store", exc_info=True)
 
     async def ring_seats(self, seat_ids) -> None:
+        if isinstance(self.layer, InMemoryChannelLayer):
+            self.bells.ring(seat_ids)  # the layer's groups hold no one else
+            return
         message = {"type": "bus.entry"}
         for seat_id in seat_ids:
             await self.layer.group_send(seat_group(seat_id), message)

@@ -228,9 +228,11 @@ class StdioServer:
             self.spawn(self.hear_doorbell())
         if self.group:
             await layer.group_discard(self.group, self.channel)
+            self.host.bells.discard(self.seat.pk, self)
         self.seat = seat
         self.group = seat_group(seat.pk)
         await layer.group_add(self.group, self.channel)
+        self.host.bells.add(seat.pk, self)
         self.live_until = await database_sync_to_async(services.seats.keep_live)(seat=seat)
         self.streaming = self.ready = True
         self.host.ticker.add(self)
@@ -240,6 +242,8 @@ class StdioServer:
         self.host.claimer.ring(self)
         for waiter in self.waiters:
             waiter.set()
+
+    hear_bell = ring  # mcpgate.host.Bells
 
     async def hear_doorbell(self) -> None:
         while True:

@@ -350,3 +350,38 @@ async def test_the_keep_alive_round_renews_groups_once_an_hour_has_passed(monkey
     monkeypatch.setattr(delivery, "GROUP_RENEW_SECONDS", 3600)
     await ticker.keep_streams_open()
     assert {tuple(s.kept_open) for s in streams} == {(False, True, False)}
+
+
+class _Listener:
+    def __init__(self):
+        self.heard = 0
+
+    def hear_bell(self):
+        self.heard += 1
+
+
+async def test_on_the_in_process_layer_a_ring_calls_the_seats_listeners_and_sends_nothing():
+    import gc
+
+    from mcpgate.host import StreamHost, seat_group
+    from mcpgate.layers import SweepingInMemoryChannelLayer
+
+    host = StreamHost(serve_line=False)
+    host.layer = SweepingInMemoryChannelLayer()
+    channel = await host.layer.new_channel()
+    await host.layer.group_add(seat_group(1), channel)
+    first, second, other, gone = _Listener(), _Listener(), _Listener(), _Listener()
+    for seat, listener in ((1, first), (1, second), (2, other), (1, gone)):
+        host.bells.add(seat, listener)
+    host.bells.discard(1, second)  # left the seat (a rebind, a closed stream)
+    del gone, listener
+    gc.collect()  # a listener that vanished without leaving is not rung either
+
+    await host.ring_seats([1, 3])
+
+    assert (first.heard, second.heard, other.heard) == (1, 0, 0)
+    assert len(host.bells._by_seat[1]) == 1
+    assert host.layer.channels.get(channel) is None or host.layer.channels[channel].empty()
+    host.bells.discard(1, first)
+    host.bells.discard(2, other)
+    assert host.bells._by_seat == {}
