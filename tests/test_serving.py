@@ -165,3 +165,12 @@ async def test_an_applications_exception_is_logged_and_handed_to_its_open_connec
     assert [str(e) for e in connection.errors] == ["broken consumer"]
     assert "Exception inside application: broken consumer" in caplog.text
     assert "application_instance" not in lean_server.connections[connection]
+
+
+def test_twisted_does_not_parse_post_bodies_daphne_hands_them_on_raw(lean_server):
+    """Twisted's form parsing (the Content-Type through the email package, per POST)
+    is off for every connection; Django reads forms from the body daphne passes on."""
+    connection = _Connection()
+    connection._parsePOSTFormSubmission = True  # Twisted's default for a new request
+    lean_server.protocol_connected(connection)
+    assert connection._parsePOSTFormSubmission is False
