@@ -1550,3 +1550,43 @@ def test_the_send_roster_reads_a_seat_as_the_orm_does():
     assert reader.listener(at, reader.liveness(at)) == seat.listener(at, seat.liveness(at))
     assert reader.facts() == seat.facts()
     assert readers[parted.name].current is False
+
+
+# -- mcpgate.sessions.load_session: the select_related query, compiled once ---------------
+
+
+def _columns(obj) -> dict:
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+def test_load_session_gives_what_the_orm_gives_with_the_seat_and_agent_in_one_query():
+    from django.test.utils import CaptureQueriesContext
+
+    from mcpgate import sessions
+    from mcpgate.models import McpSession
+
+    seat = make_seat("loaded", make_room("team"))
+    now = timezone.now()
+    McpSession.objects.create(id="with-seat", label="loaded", protocol_version="2025-06-18",
+                              rooms=["team"], client_info={"name": "c", "version": "1"},
+                              last_active_at=now, seat=seat)  # fmt: skip
+    McpSession.objects.create(id="no-seat", protocol_version="2025-06-18", last_active_at=now)
+    McpSession.objects.create(id="ended", protocol_version="2025-06-18", last_active_at=now,
+                              ended_at=now)  # fmt: skip
+    expected = McpSession.objects.select_related("seat__agent").get(id="with-seat")
+
+    with CaptureQueriesContext(connection) as queries:
+        loaded = sessions.load_session("with-seat")
+        bare = sessions.load_session("no-seat")
+        assert (loaded.seat.name, loaded.seat.agent.name, bare.seat) == (
+            seat.name,
+            "loaded",
+            None,
+        )
+    assert len(queries.captured_queries) == 2  # one each; the seat and agent came along
+    assert _columns(loaded) == _columns(expected)
+    assert _columns(loaded.seat) == _columns(expected.seat)
+    assert _columns(loaded.seat.agent) == _columns(expected.seat.agent)
+    assert (bare.rooms, bare.client_info, bare.label) == ([], {}, "")
+    assert sessions.load_session("ended") is None
+    assert sessions.load_session("never-made") is None
