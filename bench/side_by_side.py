@@ -29,7 +29,8 @@ Measured (sizes of the full run; --quick is the smoke version):
 * /healthz: server CPU per request over sequential GETs (the peer's /healthz is a
   plain Starlette JSON route: the floor of the HTTP stack);
 * fan-out: one broadcast QUESTION from a sender to 1,000 live SDK sessions (fresh
-  servers): time from the send's answer to the last push;
+  servers; the receiving sessions in 4 client processes, so that reading the pushes is
+  not one process's work): time from the send's answer to the last push;
 * idle: 10,000 open GET streams (fresh servers, one after the other) held 30 s: RSS and
   CPU of the server. Ten thousand SDK sessions are too heavy for this machine's client
   side (about 200 KB and 11 ms of client CPU each), so this test alone opens its
@@ -85,6 +86,7 @@ CHANNEL = "notifications/claude/channel"
 PUSH_TIMEOUT = 30.0
 LATENCY_GAP = 0.005  # between two isolated sends, so the next never overlaps the last
 IDLE_WORKERS = 4  # client processes of the idle test (1 below 2,000 streams)
+FANOUT_WORKERS = 4  # client processes of the fan-out's receivers (1 below 200 streams)
 P50_TARGET_MS, P99_TARGET_MS, NOTIFY_TARGET = 5, 25, 1000
 
 
@@ -718,39 +720,119 @@ async def healthz_phase(servers: list[Server], sizes: Sizes) -> list[Row]:
     return [Row("/healthz server CPU per request", "ms", cpu[SALON] / total * 1000, peer, detail)]
 
 
+class FanoutReceivers:
+    """`count` receiving SDK sessions on one server, spread over FANOUT_WORKERS client
+    processes (`--fanout-worker`), so that reading 1,000 pushes is not one process's
+    work: with a single client process its CPU, not the server, set the last push's time.
+    Arrival times are time.perf_counter() values, one clock (CLOCK_MONOTONIC) for every
+    process of the machine."""
+
+    def __init__(self, server: Server, count: int, workers: int) -> None:
+        shares = [count // workers + (1 if i < count % workers else 0) for i in range(workers)]
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.side_by_side", "--fanout-worker", server.url,
+                 str(share), f"fan-{server.name}-{i}"],
+                cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )
+            for i, share in enumerate(shares) if share
+        ]  # fmt: skip
+        self.shares = [share for share in shares if share]
+
+    def wait_ready(self) -> None:
+        for process in self.processes:
+            line = process.stdout.readline().split()
+            if line[:1] != ["ready"]:
+                raise RuntimeError(f"a fan-out client process failed: {line}")
+
+    def collect(self, key: str, timeout: float) -> tuple[list[float], float]:
+        """Every process's arrival times of `key`, and their CPU seconds since the last."""
+        for process, share in zip(self.processes, self.shares, strict=True):
+            process.stdin.write(f"{share} {timeout} {key}\n")
+            process.stdin.flush()
+        times, cpu = [], 0.0
+        for process in self.processes:
+            answer = json.loads(process.stdout.readline())
+            times += answer["times"]
+            cpu += answer["cpu"]
+        return sorted(times), cpu
+
+    def close(self) -> None:
+        for process in self.processes:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        for process in self.processes:
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+async def fanout_worker(url: str, count: int, prefix: str) -> None:
+    """A fan-out client process: `count` SDK sessions; then, per line `N TIMEOUT KEY` on
+    stdin, the arrival times of N pushes of KEY (fewer if TIMEOUT passed) as JSON."""
+    server = Server(SALON if SALON in prefix else PEER, url, None)
+    arrivals = Arrivals()
+    fleet = Fleet(server, arrivals)
+    await fleet.connect([f"{prefix}-r{i}" for i in range(count)])
+    print("ready", flush=True)
+    loop = asyncio.get_running_loop()
+    cpu = own_cpu_seconds()
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        wanted, timeout, key = line.rstrip("\n").split(" ", 2)
+        if key not in arrivals.wanted:
+            arrivals.expect(key, int(wanted))
+        times = await arrivals.wait(key, timeout=float(timeout))
+        now = own_cpu_seconds()
+        print(json.dumps({"times": times, "cpu": now - cpu}), flush=True)
+        cpu = now
+    await fleet.close()
+
+
 async def fanout_phase(arrivals: Arrivals, sizes: Sizes, servers: list[Server]) -> list[Row]:
     """One broadcast QUESTION to `fanout_streams` live SDK sessions, alternating servers.
 
     Times are from the call: its answer, and the first, median and last push. agent-salon
-    answers once the entry is stored and pushes after; the peer pushes, then answers."""
+    answers once the entry is stored and pushes after; the peer pushes, then answers. The
+    receivers live in FANOUT_WORKERS client processes (FanoutReceivers)."""
     n = sizes.fanout_streams
     results: dict[str, list[dict]] = collections.defaultdict(list)
-    async with contextlib.AsyncExitStack() as stack:
-        sides = [await open_side(stack, server, arrivals, n, 1, f"fan-{server.name}")
-                 for server in servers]  # fmt: skip
-        for r in range(-1, sizes.fanout_rounds):  # round -1 warms up
-            for side in sides:
-                await asyncio.sleep(sizes.fanout_pause)
-                key = f"all hands {side.server.name} {r}"
-                arrivals.expect(key, n)
-                cpu, client_cpu = side.server.cpu(), own_cpu_seconds()
-                started = time.perf_counter()
-                error = await send(side.senders[0], key, None)
-                answered = time.perf_counter()
-                times = sorted(await arrivals.wait(key, timeout=120))
-                if r < 0:
-                    continue
-                results[side.server.name].append({
-                    "answer": (answered - started) * 1000,
-                    "first": (times[0] - started) * 1000 if times else None,
-                    "median": (statistics.median(times) - started) * 1000 if times else None,
-                    "last": (times[-1] - started) * 1000 if times else None,
-                    "received": len(times),
-                    "error": error,
-                    "cpu": (side.server.cpu() - cpu) * 1000,
-                    "client_cpu": own_cpu_seconds() - client_cpu,
-                })  # fmt: skip
-            say(f"  fan-out round {r + 1}/{sizes.fanout_rounds} done")
+    workers = FANOUT_WORKERS if n >= 200 else 1
+    receivers = {server.name: FanoutReceivers(server, n, workers) for server in servers}
+    try:
+        for fleet in receivers.values():
+            fleet.wait_ready()
+        say(f"  fan-out: {n} receiving sessions on each server, in {workers} processes")
+        async with contextlib.AsyncExitStack() as stack:
+            sides = [await open_side(stack, server, arrivals, 0, 1, f"fan-{server.name}")
+                     for server in servers]  # fmt: skip
+            for r in range(-1, sizes.fanout_rounds):  # round -1 warms up
+                for side in sides:
+                    await asyncio.sleep(sizes.fanout_pause)
+                    key = f"all hands {side.server.name} {r}"
+                    cpu = side.server.cpu()
+                    started = time.perf_counter()
+                    error = await send(side.senders[0], key, None)
+                    answered = time.perf_counter()
+                    times, client_cpu = await asyncio.to_thread(
+                        receivers[side.server.name].collect, key, 120
+                    )
+                    if r < 0:
+                        continue
+                    results[side.server.name].append({
+                        "answer": (answered - started) * 1000,
+                        "first": (times[0] - started) * 1000 if times else None,
+                        "median": (statistics.median(times) - started) * 1000 if times else None,
+                        "last": (times[-1] - started) * 1000 if times else None,
+                        "received": len(times),
+                        "error": error,
+                        "cpu": (side.server.cpu() - cpu) * 1000,
+                        "client_cpu": client_cpu,
+                    })  # fmt: skip
+                say(f"  fan-out round {r + 1}/{sizes.fanout_rounds} done")
+    finally:
+        for fleet in receivers.values():
+            fleet.close()
 
     def median(name: str, key: str) -> float | None:
         values = [x[key] for x in results.get(name, []) if x[key] is not None]
@@ -767,7 +849,7 @@ async def fanout_phase(arrivals: Arrivals, sizes: Sizes, servers: list[Server]) 
         cpu = statistics.median(x["cpu"] for x in runs)
         client = statistics.median(x["client_cpu"] for x in runs) * 1000
         text = (f"{name}, from the call: " + "; ".join(parts) + f"; server CPU per broadcast "
-                f"{fmt(cpu)} ms, client process {fmt(client)} ms")  # fmt: skip
+                f"{fmt(cpu)} ms, receiving client processes {fmt(client)} ms in all")  # fmt: skip
         if errors:
             text += f"; **errors**: {errors[0]}"
         return text
@@ -787,8 +869,8 @@ async def fanout_phase(arrivals: Arrivals, sizes: Sizes, servers: list[Server]) 
         Row(f"fan-out: call → the send's answer, {n} streams", "ms", median(SALON, "answer"),
             median(PEER, "answer")),
         Row(f"fan-out: server CPU per broadcast to {n} streams", "ms", median(SALON, "cpu"),
-            median(PEER, "cpu"), "the times above are bounded by the one client process "
-            "(its CPU per broadcast is in the detail of the call → last push row)"),
+            median(PEER, "cpu"), f"receivers in {workers} client processes; their CPU per "
+            "broadcast is in the detail of the call → last push row"),
     ]  # fmt: skip
 
 
@@ -1239,6 +1321,11 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--idle-worker":
         url, count, prefix = sys.argv[2], int(sys.argv[3]), sys.argv[4]
         asyncio.run(idle_worker(url, count, prefix))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--fanout-worker":
+        url, count, prefix = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        raise_nofile()
+        asyncio.run(fanout_worker(url, count, prefix))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the smoke-sized version")
