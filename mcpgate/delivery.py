@@ -51,6 +51,10 @@ PUSH_LIMIT = 100  # pushes claimed per seat per claim; more are claimed right af
 FLUSH_SECONDS = 0.2
 RETRY_SECONDS = 1.0  # after a failed claim, before trying its seats again
 GATHER_TURNS = 100  # event-loop turns a claim may wait while rings keep arriving
+# Streams written to per event-loop turn after a claim: a broadcast's pushes leave the
+# process while the rest are written, instead of all after the last one (Twisted sends a
+# stream's bytes when the loop turns).
+WRITE_BATCH = 50
 
 
 class Stream(Protocol):
@@ -135,7 +139,7 @@ def claim_messages(
         out = []
         for push_seq, entry in pushes:
             if entry.pk not in rendered:
-                rendered[entry.pk] = channel_message(entry)
+                rendered[entry.pk] = protocol.SharedMessage(channel_message(entry))
             out.append((push_seq, entry, rendered[entry.pk]))
         result[seat_id] = (out, more)
     return result
@@ -232,7 +236,9 @@ class Claimer:
                     self._rung.setdefault(seat, rung)
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            for seat, (pushes, more) in claimed.items():
+            for n, (seat, (pushes, more)) in enumerate(claimed.items(), 1):
+                if n % WRITE_BATCH == 0:
+                    await asyncio.sleep(0)  # the written streams' bytes leave meanwhile
                 stream, _, tell_more = batch[seat]
                 if not await write_pushes(stream, pushes, self.records) or not more:
                     continue

@@ -449,8 +449,22 @@ def progress_token(params: Mapping[str, Any]) -> JsonId | None:
 _LINE_BREAKS_JSON_LEAVES_RAW = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
+class SharedMessage(dict):
+    """A message sent as it is to many streams (a broadcast's push): encoded once."""
+
+    encoded: bytes | None = None
+
+
 def encode_message(message: Mapping[str, Any]) -> bytes:
     """Compact UTF-8 JSON on one line: a JSON response body or a stdio line (add b"\\n")."""
+    if isinstance(message, SharedMessage):
+        if message.encoded is None:
+            message.encoded = _encode(message)
+        return message.encoded
+    return _encode(message)
+
+
+def _encode(message: Mapping[str, Any]) -> bytes:
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
     # Python's str.splitlines() (and so httpx's line reader, under older SSE clients)
     # also breaks at NEL, LS and PS; JSON lets us escape them, so a message stays one line.

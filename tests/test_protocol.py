@@ -1206,3 +1206,13 @@ def test_sse_comment_carries_its_text():
 
 def test_a_multiline_sse_comment_stays_a_comment():
     assert p.sse_comment("a\nb") == b": a\n: b\n\n"
+
+
+def test_a_shared_message_is_encoded_once_and_exactly_as_a_plain_one():
+    """A broadcast's push is one message for every stream: its JSON is made once."""
+    message = p.channel_notification("line\u2028break é", {"type": "QUESTION", "id": "1"})
+    shared = p.SharedMessage(message)
+    first = p.encode_message(shared)
+    assert first == p.encode_message(message)
+    assert p.encode_message(shared) is first
+    assert p.sse_event(shared, "7") == p.sse_event(message, "7")
