@@ -1590,3 +1590,36 @@ def test_load_session_gives_what_the_orm_gives_with_the_seat_and_agent_in_one_qu
     assert (bare.rooms, bare.client_info, bare.label) == ([], {}, "")
     assert sessions.load_session("ended") is None
     assert sessions.load_session("never-made") is None
+
+
+def test_a_compiled_lookup_gives_the_orms_entries_with_their_rooms_for_any_number_of_keys(
+    monkeypatch,
+):
+    import uuid
+
+    from django.test.utils import CaptureQueriesContext
+
+    from bus import compiled
+
+    room, other = make_room("team"), make_room("ops")
+    seat = make_seat("writer", room, other)
+    ids = [uuid.UUID(send(seat, r, f"n{n}", meta={"k": n})["id"]) for n, r in
+           enumerate([room, other, room])]  # fmt: skip
+    lookup = compiled.CompiledLookup(Entry, "id", "room")
+    expected = Entry.objects.select_related("room").in_bulk(ids)
+
+    for keys in ([ids[0]], ids, [ids[2].hex, uuid.uuid4(), ids[1]]):  # hex: as SQLite rows give
+        with CaptureQueriesContext(connection) as queries:
+            found = {entry.pk: entry for entry in lookup.fetch(keys)}
+            rooms = {pk: entry.room.name for pk, entry in found.items()}
+        assert len(queries.captured_queries) == 1  # the room came along
+        wanted = [k if isinstance(k, uuid.UUID) else uuid.UUID(k) for k in keys]
+        assert sorted(found) == sorted(k for k in wanted if k in expected)
+        for pk, entry in found.items():
+            assert _columns(entry) == _columns(expected[pk])
+            assert rooms[pk] == expected[pk].room.name
+    monkeypatch.setattr(compiled, "MAX_SHAPES", 2)  # more keys: through the ORM, same result
+    assert {e.pk: e.room.name for e in lookup.fetch(ids)} == {
+        pk: e.room.name for pk, e in expected.items()
+    }
+    assert lookup.fetch([]) == []

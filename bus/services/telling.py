@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from bus import ledger, rules, wire
+from bus.compiled import CompiledLookup
 from bus.models import Entry, Membership, Seat, WakeDecision
 from bus.services import recording, rooms
 
@@ -218,7 +219,7 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
         rows = [row for row in _oldest_pending(limits) if row[3] <= limits[row[1]]]
         # A broadcast's rows all name one entry: each entry is read (and later rendered)
         # once, however many seats it goes to.
-        entries = Entry.objects.select_related("room").in_bulk({row[2] for row in rows})
+        entries = {entry.pk: entry for entry in _ENTRIES.fetch(row[2] for row in rows)}
         row_updates, counter_updates = [], {}
         for row_id, seat_id, entry_id, _, waiting in rows:
             if seat_id not in counters:
@@ -247,6 +248,10 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
                 [(value, pk) for pk, value in counter_updates.items()],
             )
     return claimed
+
+
+# The entries a claim pushes, with their room: compiled once (bus.compiled).
+_ENTRIES = CompiledLookup(Entry, "id", "room")
 
 
 def _lock_push_counters(seat_ids: list[int]) -> dict[int, int]:

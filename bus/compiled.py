@@ -1,0 +1,123 @@
+"""Lookups of one fixed shape, compiled by the ORM once per database connection.
+
+Django compiles a queryset's SQL every time it runs. For the lookups every request or
+every claim makes (an MCP session with its seat and agent; the entries a claim pushes,
+with their room) the compilation was most of their CPU (bench/RESULTS.md). A
+CompiledLookup asks the ORM for the SQL once per connection (Django has one per thread)
+and per number of keys, runs it with the new keys, and turns each row into its models
+with the ORM's own converters and from_db, each related object cached on its parent as
+select_related caches it. The ORM stays the one author of the SQL and of the values.
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Model
+
+# Key counts compiled per connection; a lookup with more keys runs through the ORM.
+MAX_SHAPES = 32
+
+
+class CompiledLookup:
+    """`model` rows whose `key` field is one of the keys given, with the chain of foreign
+    keys `related` (as select_related("a__b")) and the fixed `filters`."""
+
+    def __init__(self, model: type[Model], key: str, related: str, **filters: Any) -> None:
+        self.model, self.key, self.related, self.filters = model, key, related, filters
+        self.chain: list[tuple[type[Model], Any]] = [(model, None)]  # (model, its FK field)
+        for name in related.split("__"):
+            field = self.chain[-1][0]._meta.get_field(name)
+            self.chain.append((field.related_model, field))
+        self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def queryset(self, keys: Iterable):
+        return self.model.objects.select_related(self.related).filter(
+            **{f"{self.key}__in": list(keys)}, **self.filters
+        )
+
+    def fetch(self, keys: Iterable) -> list[Model]:
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return []
+        if len(keys) > MAX_SHAPES:
+            return list(self.queryset(keys))
+        conn = connections[DEFAULT_DB_ALIAS]
+        shapes = self._compiled.setdefault(conn, {})
+        shape = shapes.get(len(keys))
+        if shape is None:
+            shape = shapes[len(keys)] = _Shape(self, conn, len(keys))
+        return shape.run(keys)
+
+
+class _Shape:
+    """One lookup's SQL for one number of keys on one connection, and its row reader."""
+
+    def __init__(self, lookup: CompiledLookup, conn, count: int) -> None:
+        key_field = lookup.model._meta.get_field(lookup.key)
+        samples = [_sample(key_field, n) for n in range(count)]
+        compiler = lookup.queryset(samples).query.get_compiler(connection=conn)
+        self.sql, params = compiler.as_sql()
+        expected = [_prep(key_field, sample, conn) for sample in samples]
+        if list(params) != expected:  # the keys must be the only parameters, in order
+            raise RuntimeError(f"unexpected parameters in {lookup.model.__name__}'s lookup")
+        self.conn, self.key_field = conn, key_field
+        self.models = []  # (model, its FK field, [(column, converters)]) in SELECT order
+        selected = [column.target for column, _, _ in compiler.select]
+        start = 0
+        for model, link in lookup.chain:
+            fields = list(model._meta.concrete_fields)
+            if selected[start : start + len(fields)] != fields:
+                raise RuntimeError(f"unexpected columns in {lookup.model.__name__}'s lookup")
+            start += len(fields)
+            columns = []
+            for field in fields:
+                column = field.get_col(model._meta.db_table)
+                converters = conn.ops.get_db_converters(column) + field.get_db_converters(conn)
+                columns.append((column, converters))
+            self.models.append((model, link, columns))
+
+    def run(self, keys: list) -> list[Model]:
+        with self.conn.cursor() as cursor:
+            cursor.execute(self.sql, [_prep(self.key_field, key, self.conn) for key in keys])
+            rows = cursor.fetchall()
+        return [self._objects(row) for row in rows]
+
+    def _objects(self, row) -> Model:
+        start, parent, first = 0, None, None
+        for model, link, columns in self.models:
+            values = row[start : start + len(columns)]
+            start += len(columns)
+            obj = None
+            if values[0] is not None or link is None:  # a LEFT JOIN's empty side is None
+                converted = []
+                for value, (column, converters) in zip(values, columns, strict=True):
+                    for convert in converters:
+                        value = convert(value, column, self.conn)
+                    converted.append(value)
+                obj = model.from_db(DEFAULT_DB_ALIAS, None, converted)
+            if link is None:
+                first = obj
+            else:
+                link.set_cached_value(parent, obj)
+            if obj is None:
+                break  # nothing hangs off a missing object
+            parent = obj
+        return first
+
+
+def _sample(field, n: int):
+    """A distinct key value of the field's type, for compiling (the ORM drops repeats)."""
+    if field.get_internal_type() == "UUIDField":
+        return uuid.UUID(int=n + 1)
+    if field.get_internal_type() in ("AutoField", "BigAutoField", "IntegerField"):
+        return n + 1
+    return f"sample-{n}"
+
+
+def _prep(field, value, conn):
+    return field.get_db_prep_value(value, conn, prepared=False)
