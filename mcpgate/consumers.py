@@ -4,9 +4,9 @@ POST carries one JSON-RPC message; GET opens the session's event stream, on whic
 waking entries are pushed as notifications/claude/channel; DELETE ends the session.
 The database is the mailbox: a stream subscribes to its seat's doorbell group first,
 then pushes from the ledger, and re-reads the ledger on every ring. The claims, the
-writes of pushes and the liveness refreshes of all streams of this process are done by
-the process's StreamHost (mcpgate.host, handed to the consumer by salon.asgi): a stream
-only rings it and sends its own keep-alive bytes.
+writes of pushes, the keep-alive round and the liveness refreshes of all streams of this
+process are done by the process's StreamHost (mcpgate.host, handed to the consumer by
+salon.asgi): a stream hears its seat's doorbell and rings the host's claimer.
 """
 
 from __future__ import annotations
