@@ -1,4 +1,4 @@
-"""Lookups of one fixed shape, compiled by the ORM once per database connection.
+"""Lookups and inserts of one fixed shape, compiled by the ORM once per database connection.
 
 Django compiles a queryset's SQL every time it runs. For the lookups every request or
 every claim makes (an MCP session with its seat and agent; the entries a claim pushes,
@@ -6,7 +6,11 @@ with their room) the compilation was most of their CPU (bench/RESULTS.md). A
 CompiledLookup asks the ORM for the SQL once per connection (Django has one per thread)
 and per number of keys, runs it with the new keys, and turns each row into its models
 with the ORM's own converters and from_db, each related object cached on its parent as
-select_related caches it. The ORM stays the one author of the SQL and of the values.
+select_related caches it. A CompiledInsert does the same for the rows a send writes (the
+entry, its wake rows, its decision counts): the INSERT is the ORM's, written once per
+connection and row count, and each row's values are the ORM's own (pre_save, then
+get_db_prep_save, by the compiler's methods). The ORM stays the one author of the SQL
+and of the values.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model
+from django.db.models.sql import InsertQuery
 
 # Key counts compiled per connection; a lookup with more keys runs through the ORM.
 MAX_SHAPES = 32
@@ -121,3 +126,58 @@ def _sample(field, n: int):
 
 def _prep(field, value, conn):
     return field.get_db_prep_value(value, conn, prepared=False)
+
+
+class CompiledInsert:
+    """INSERTs of `model` rows. A model whose primary key the database assigns has it
+    left out (as bulk_create leaves it out) and not read back: the rows' pk stays None."""
+
+    def __init__(self, model: type[Model]) -> None:
+        self.model = model
+        opts = model._meta
+        self.fields = [
+            f for f in opts.local_concrete_fields if not (f.primary_key and f.db_returning)
+        ]
+        self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def insert(self, objs: list[Model]) -> None:
+        if not objs:
+            return
+        conn = connections[DEFAULT_DB_ALIAS]
+        shapes = self._compiled.setdefault(conn, {})
+        shape = shapes.get(len(objs)) if len(objs) <= MAX_SHAPES else False
+        if shape is None:
+            shape = shapes[len(objs)] = _InsertShape.compile(self, conn, objs)
+        if shape:
+            shape.run(objs)
+        else:  # more rows than are compiled, or a statement not of one row's values each
+            self.model.objects.bulk_create(objs)
+            return
+        for obj in objs:
+            obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS
+
+
+class _InsertShape:
+    def __init__(self, conn, compiler, fields, sql: str) -> None:
+        self.conn, self.compiler, self.fields, self.sql = conn, compiler, fields, sql
+
+    @classmethod
+    def compile(cls, insert: CompiledInsert, conn, objs: list[Model]) -> _InsertShape | bool:
+        """The ORM's statement for these rows; False when its parameters are not each
+        row's values in order (a backend that lays them out otherwise keeps the ORM)."""
+        query = InsertQuery(insert.model)
+        query.insert_values(insert.fields, objs, raw=False)
+        compiler = query.get_compiler(connection=conn)
+        statements = compiler.as_sql()
+        shape = cls(conn, compiler, insert.fields, statements[0][0])
+        if len(statements) != 1 or list(statements[0][1]) != shape.params(objs):
+            return False
+        return shape
+
+    def params(self, objs: list[Model]) -> list:
+        prepare, pre_save = self.compiler.prepare_value, self.compiler.pre_save_val
+        return [prepare(field, pre_save(field, obj)) for obj in objs for field in self.fields]
+
+    def run(self, objs: list[Model]) -> None:
+        with self.conn.cursor() as cursor:
+            cursor.execute(self.sql, self.params(objs))

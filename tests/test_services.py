@@ -1623,3 +1623,33 @@ def test_a_compiled_lookup_gives_the_orms_entries_with_their_rooms_for_any_numbe
         pk: e.room.name for pk, e in expected.items()
     }
     assert lookup.fetch([]) == []
+
+
+def test_a_compiled_insert_stores_what_the_orm_would_for_any_number_of_rows(monkeypatch):
+    from bus import compiled
+    from bus.models import DecisionCount
+
+    room = make_room("team")
+    seat = make_seat("writer", room)
+    source = entry_of(send(seat, room, "first", meta={"k": "v"}, type="QUESTION"))
+    now = timezone.now().replace(microsecond=123000)
+    entry = Entry(room=room, seq=99, ts=now, sender=seat.name, sender_agent="writer",
+                  type="FACT", to=["a", "b"], re=source.id, content="é\\u2028x",
+                  meta={"n": 1, "nested": {"x": [1, 2]}}, via="mcp", signature="s")  # fmt: skip
+    compiled.CompiledInsert(Entry).insert([entry])
+    stored = Entry.objects.get(pk=entry.pk)
+    assert _columns(stored) == _columns(entry)
+    assert not entry._state.adding
+
+    counts = compiled.CompiledInsert(DecisionCount)
+    for n in (1, 3, 40):  # 40: more rows than are compiled, through bulk_create
+        if n == 40:
+            monkeypatch.setattr(compiled, "MAX_SHAPES", 8)
+        rows = [DecisionCount(entry=entry, room=room, reason=f"r{n}-{i}", count=i + 1,
+                              decided_at=now) for i in range(n)]  # fmt: skip
+        counts.insert(rows)
+        stored = {
+            row.reason: (row.entry_id, row.room_id, row.count, row.decided_at)
+            for row in DecisionCount.objects.filter(reason__startswith=f"r{n}-")
+        }
+        assert stored == {row.reason: (entry.pk, room.pk, row.count, now) for row in rows}

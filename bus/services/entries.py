@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from bus import bell, rules, signals, signing, wire
+from bus.compiled import CompiledInsert
 from bus.models import (
     Agent,
     Alias,
@@ -92,7 +93,7 @@ def send_entry(
             sender_session=sender_session,
         )
         entry.signature = signing.sign_entry(entry)
-        entry.save(force_insert=True)
+        _ENTRY_INSERT.insert([entry])
         wakes, notices, woken_ids = _decide_and_record(
             entry, room_row, seat, re_entry, ts, roster=roster
         )
@@ -107,6 +108,12 @@ def send_entry(
             "processes may share; set CLAUDE_CODE_SESSION_ID to write as one seat"
         )
     return report
+
+
+# What every send writes, the INSERTs compiled once per connection (bus.compiled).
+_ENTRY_INSERT = CompiledInsert(Entry)
+_WAKE_INSERT = CompiledInsert(WakeDecision)
+_COUNT_INSERT = CompiledInsert(DecisionCount)
 
 
 def _announce_on_commit(entry: Entry, room: Room) -> None:
@@ -439,12 +446,14 @@ def _decide_and_record(
             woken_ids.append(reader.pk)
             if liveness[reader.pk] != rules.GONE:
                 wakes.append(reader.name)
-    WakeDecision.objects.bulk_create(rows)
+    _WAKE_INSERT.insert(rows)
     if unwoken:
         recording.quietly(
-            lambda: DecisionCount.objects.bulk_create(
-                DecisionCount(entry=entry, room=room, reason=reason, count=n, decided_at=at)
-                for reason, n in sorted(unwoken.items())
+            lambda: _COUNT_INSERT.insert(
+                [
+                    DecisionCount(entry=entry, room=room, reason=reason, count=n, decided_at=at)
+                    for reason, n in sorted(unwoken.items())
+                ]
             )
         )
     transaction.on_commit(lambda: signals.wake_decided.send(sender=Entry, reasons=reasons))
