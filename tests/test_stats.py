@@ -299,7 +299,9 @@ def test_a_failing_record_never_fails_the_send(team, monkeypatch):
         with connection.cursor() as cursor:
             cursor.execute("SELECT * FROM no_such_stats_table")
 
-    monkeypatch.setattr(DecisionCount.objects, "bulk_create", broken)
+    from bus.services import entries
+
+    monkeypatch.setattr(entries._COUNT_INSERT, "insert", broken)  # the decision counts' write
     report = post(writer, team, "api: the schema moved.", to=["api"])
 
     assert report["wakes"] == [api.name]
