@@ -385,3 +385,67 @@ async def test_on_the_in_process_layer_a_ring_calls_the_seats_listeners_and_send
     host.bells.discard(1, first)
     host.bells.discard(2, other)
     assert host.bells._by_seat == {}
+
+
+async def _counts_between(count, work) -> list[int]:
+    """Run `work` while another task samples `count()` at every event-loop turn."""
+    seen: list[int] = []
+    done = False
+
+    async def probe():
+        while not done:
+            seen.append(count())
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(probe())
+    try:
+        await work
+    finally:
+        done = True
+        await watcher
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_claims_pushes_leave_in_batches_with_the_event_loop_turning_between(monkeypatch):
+    """After a broadcast's claim, other work (Twisted sending the written streams' bytes)
+    runs between every WRITE_BATCH streams, not only after the last one."""
+    from asgiref.sync import sync_to_async
+
+    from mcpgate import delivery
+
+    monkeypatch.setattr(delivery, "WRITE_BATCH", 2)
+
+    def setup():
+        room = make_room("team")
+        readers = [make_seat(f"reader-{n}", room) for n in range(7)]
+        send(make_seat("caller", room), room, "all hands?", type="QUESTION")
+        return readers
+
+    streams = [_Stream(seat) for seat in await sync_to_async(setup)()]
+    records = delivery.DeliveryRecords()
+    claimer = delivery.Claimer(records)
+    for stream in streams:
+        claimer.ring(stream)
+
+    seen = await _counts_between(lambda: sum(len(s.events) for s in streams), claimer._task)
+
+    assert [len(s.events) for s in streams] == [1] * 7
+    assert any(0 < n < 7 for n in seen), seen  # the loop turned while pushes were written
+    await records.flush()
+
+
+async def test_the_keep_alive_round_lets_the_event_loop_turn_between_batches(monkeypatch):
+    from mcpgate import delivery
+
+    monkeypatch.setattr(delivery, "KEEPALIVE_BATCH", 2)
+    streams = [_Stream(None) for _ in range(7)]
+    ticker = delivery.KeepAliveTicker(delivery.Claimer(delivery.DeliveryRecords()))
+    ticker.streams.update(streams)
+
+    seen = await _counts_between(
+        lambda: sum(len(s.kept_open) for s in streams), ticker.keep_streams_open()
+    )
+
+    assert all(s.kept_open == [False] for s in streams)
+    assert any(0 < n < 7 for n in seen), seen

@@ -84,26 +84,33 @@ def lean_server(monkeypatch):
     return server
 
 
-def _start(server, connection, app):
-    server.application = lambda scope, receive, send: app()
-    server.protocol_connected(connection)
-    return server.create_application(connection, {"type": "http"})
-
-
 async def _turn():
     for _ in range(3):  # the app's step, then its done-callback
         await asyncio.sleep(0)
 
 
+async def _opened(server, app) -> _Connection:
+    """A connection whose application `app` was created by the server and has started."""
+    connection = _Connection()
+    server.application = lambda scope, receive, send: app()
+    server.protocol_connected(connection)
+    server.create_application(connection, {"type": "http"})
+    await _turn()
+    return connection
+
+
+async def _finishes():
+    return None
+
+
+async def _runs_on():
+    await asyncio.Event().wait()
+
+
 async def test_a_finished_application_is_reaped_and_its_connection_forgotten_once_closed(
     lean_server,
 ):
-    async def finishes():
-        return None
-
-    connection = _Connection()
-    _start(lean_server, connection, finishes)
-    await _turn()
+    connection = await _opened(lean_server, _finishes)
     lean_server.application_checker()
     assert "application_instance" not in lean_server.connections[connection]  # reaped
     lean_server.protocol_disconnected(connection)
@@ -114,12 +121,7 @@ async def test_a_finished_application_is_reaped_and_its_connection_forgotten_onc
 async def test_a_running_application_whose_client_left_is_cancelled_after_the_close_timeout(
     lean_server,
 ):
-    async def runs_on():
-        await asyncio.Event().wait()
-
-    connection = _Connection()
-    _start(lean_server, connection, runs_on)
-    await _turn()
+    connection = await _opened(lean_server, _runs_on)
     lean_server.protocol_disconnected(connection)
     lean_server.application_checker()
     instance = lean_server.connections[connection]["application_instance"]
@@ -137,12 +139,7 @@ async def test_a_running_application_whose_client_left_is_cancelled_after_the_cl
 async def test_an_untouched_open_connection_is_not_looked_at_and_keeps_its_application(
     lean_server,
 ):
-    async def runs_on():
-        await asyncio.Event().wait()
-
-    connection = _Connection()
-    _start(lean_server, connection, runs_on)
-    await _turn()
+    connection = await _opened(lean_server, _runs_on)
     for _ in range(3):
         lean_server.application_checker()
     assert lean_server.changed == set()
@@ -157,9 +154,7 @@ async def test_an_applications_exception_is_logged_and_handed_to_its_open_connec
     async def fails():
         raise ValueError("broken consumer")
 
-    connection = _Connection()
-    _start(lean_server, connection, fails)
-    await _turn()
+    connection = await _opened(lean_server, fails)
     with caplog.at_level(logging.ERROR, logger="daphne.server"):
         lean_server.application_checker()
     assert [str(e) for e in connection.errors] == ["broken consumer"]
