@@ -13,6 +13,11 @@ Ringing (after a send, `ring_on_commit`):
   process on SQLite rings the other running servers of the store over their local line
   (mcpgate.local).
 
+Pushing in the send (`Pusher`, registered by a process that hosts streams): the woken
+seats whose stream is open in the sending process have their push claimed inside the
+send's transaction and handed to the pusher right after the commit (`push_on_commit`,
+before the rings), which writes it from memory.
+
 Listening (`Listener`, one per process that watches: a daemon worker, a `salon mcp`
 stdio server, a `salon wait`): it hears what other processes committed.
 * SQLite: PRAGMA data_version on a read-only connection of its own, every POLL_SECONDS
@@ -34,6 +39,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 from urllib.parse import quote
 
 from django.db import connection, transaction
@@ -77,6 +83,70 @@ def ring(entry_id: str, seat_ids: list[int]) -> None:
             ringer(entry_id, seat_ids)
         except Exception:  # a committed send never fails for its doorbell
             log.exception("a ringer failed for entry %s; listeners will poll", entry_id)
+
+
+# ---------------------------------------------------------------- pushing in the send
+
+
+class Pusher(Protocol):
+    """A process's open streams, as a send sees them (mcpgate.host.StreamHost).
+
+    A push is a hint, not a telling, so it may be claimed inside the send's own
+    transaction for a seat whose stream lives in the sending process, and written from
+    memory right after the commit: no second transaction, no read back of the entry, no
+    hop to a claimer (a crash in between loses a hint, never an entry or a telling)."""
+
+    def pushable(self, seat_ids: Iterable[int]) -> set[int]:
+        """The seats among these whose stream this process can write to now; called on
+        the sending thread, inside its transaction."""
+
+    def pushed(self, entry, pushes: dict[int, tuple[int, str]]) -> None:
+        """The send committed with these pushes claimed ({seat id: (push_seq, seat
+        name)}): write them. Called on the sending thread, right after the commit and
+        before the entry's rings (ring_on_commit), which then spare these seats' claims."""
+
+
+_pushers: list[Pusher] = []
+
+
+def add_pusher(pusher: Pusher) -> None:
+    if pusher not in _pushers:
+        _pushers.append(pusher)
+
+
+def remove_pusher(pusher: Pusher) -> None:
+    if pusher in _pushers:
+        _pushers.remove(pusher)
+
+
+def pushers_of(seat_ids: Iterable[int]) -> dict[int, Pusher]:
+    """{seat id: the pusher of this process that holds its stream} for these seats."""
+    found: dict[int, Pusher] = {}
+    wanted = set(seat_ids)
+    for pusher in list(_pushers):
+        if not wanted:
+            break
+        for seat_id in pusher.pushable(wanted):
+            found[seat_id] = pusher
+        wanted -= found.keys()
+    return found
+
+
+def push_on_commit(entry, pushes: dict[int, tuple[Pusher, int, str]]) -> None:
+    """Hand each claimed push ({seat id: (pusher, push_seq, seat name)}) to its pusher once
+    the send has committed."""
+    by_pusher: dict[Pusher, dict[int, tuple[int, str]]] = {}
+    for seat_id, (pusher, push_seq, name) in pushes.items():
+        by_pusher.setdefault(pusher, {})[seat_id] = (push_seq, name)
+
+    def hand_over() -> None:
+        for pusher, seqs in by_pusher.items():
+            try:
+                pusher.pushed(entry, seqs)
+            except Exception:  # the entry is stored; its pushes are claimed, not written
+                log.exception("writing the pushes of entry %s failed", entry.pk)
+
+    transaction.on_commit(hand_over)
 
 
 # ---------------------------------------------------------------- listening

@@ -283,9 +283,10 @@ class McpConsumer(StreamingHttpConsumer):
             replay = await database_sync_to_async(delivery.replay_messages)(
                 seat=self.seat, after=last_event
             )
-            await delivery.write_pushes(self, replay, self.host.records)
+            await delivery.write_pushes(self, replay, self.host.records, recorded=False)
         self.ready = True
         self.host.claimer.ring(self, limit=INITIAL_PUSH_LIMIT, tell_more=True)
+        self.take_direct_pushes()
 
     async def keep_open(self, *, renew_groups: bool) -> None:
         """The ticker's keep-alive round (mcpgate.delivery.KeepAliveTicker)."""
@@ -303,24 +304,39 @@ class McpConsumer(StreamingHttpConsumer):
         self.host.bells.add(seat_id, self)
 
     async def leave_seat(self, seat_id: int) -> None:
+        self.drop_direct_pushes()
         self.host.bells.discard(seat_id, self)
         await self.leave_group(seat_group(seat_id))
 
     async def finish(self):
         if self.seat is not None:
+            self.drop_direct_pushes()
             self.host.bells.discard(self.seat.pk, self)
         await super().finish()
 
-    def hear_bell(self) -> None:
+    def take_direct_pushes(self) -> None:
+        """From now on a send in this process claims and writes this seat's pushes itself
+        (mcpgate.host.StreamHost.pushable); the last stream of a seat to be ready wins."""
+        if self.streaming and self.seat is not None:
+            self.host.direct[self.seat.pk] = self
+
+    def drop_direct_pushes(self) -> None:
+        if self.seat is not None and self.host.direct.get(self.seat.pk) is self:
+            del self.host.direct[self.seat.pk]
+
+    def hear_bell(self, *, pushed: bool = False) -> None:
+        """A doorbell for this seat; `pushed`: this process wrote the entry's push to this
+        stream already (only a wait still needs to hear of it)."""
         if self.waiter is not None:
             self.waiter.set()
-        if self.streaming and self.ready:
+        if self.streaming and self.ready and not pushed:
             self.host.claimer.ring(self)
 
     # -- channel-layer messages ---------------------------------------------------
 
     async def bus_entry(self, message) -> None:
-        self.hear_bell()
+        # "pushed_to": the sending worker wrote the entry's push to that stream already.
+        self.hear_bell(pushed=message.get("pushed_to") == self.channel_name)
 
     async def stream_replace(self, message) -> None:
         if self.streaming and message.get("token") != self.stream_token:
@@ -344,6 +360,7 @@ class McpConsumer(StreamingHttpConsumer):
         self.live_until = await database_sync_to_async(services.seats.keep_live)(seat=self.seat)
         if self.ready:
             self.host.claimer.ring(self)
+            self.take_direct_pushes()
 
     async def session_end(self, message) -> None:
         if self.streaming:
@@ -361,6 +378,7 @@ class McpConsumer(StreamingHttpConsumer):
     async def closed(self) -> None:
         if not self.streaming:
             return
+        self.drop_direct_pushes()
         self.streaming = False
         metrics.LIVE_STREAMS.dec()
         # First out of the ticker, so no refresh lands after end_live below.

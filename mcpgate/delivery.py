@@ -7,10 +7,15 @@ work (bench/RESULTS.md §4 and §5):
 
 * the claimer: a stream that hears its doorbell rings the claimer; the claimer claims
   every rung seat in one database hop (bus.services.telling.claim_pushes_of_seats: one
-  transaction, set-based statements), renders each entry's channel message once, in
-  that same hop, then writes to each stream. Rings that arrive while a claim runs are
-  taken by the next claim, which starts as soon as the writes are done: a broadcast to
-  500 streams costs a few claims, not 500, and no ring waits for a timer.
+  transaction, set-based statements) and renders each entry's channel message once, in
+  that same hop. Rings that arrive while a claim runs are taken by the next claim, which
+  starts as soon as the hop is done: a broadcast to 500 streams costs a few claims, not
+  500, and no ring waits for a timer. A send made in this process claims the pushes of
+  the seats whose stream is here itself, in its own transaction (bus.bell.Pusher): those
+  need no claimer at all.
+* the outbox: every claim, the claimer's or a send's, puts its pushes in the outbox on
+  the database thread right after its commit, and one task writes them to the streams in
+  that order, so a stream's event ids only ever grow.
 * the keep-alive ticker: every KEEPALIVE_SECONDS it has every open stream send its
   keep-alive (and, hourly, renew its channel-layer groups), refreshes the liveness of
   every open stream's seat and session in set-based UPDATEs (one transaction), and rings
@@ -18,10 +23,10 @@ work (bench/RESULTS.md §4 and §5):
   dropped from it, so its seat stops being refreshed.
 
 Which seats' streams got each push is recorded on the entry (delivered_to /
-delivery_errors) for the staff. Writing that once per push would serialize a
-broadcast's fan-out on the entry row, so pushes are collected in memory and written in
-the transaction of the next claim, or in one of their own at most FLUSH_SECONDS behind
-when no claim comes first.
+delivery_errors) for the staff, by the claim itself, in its transaction: a claimed push
+is handed to its stream right after the commit. A write that fails then moves the seat
+to delivery_errors (DeliveryRecords, at most FLUSH_SECONDS behind, or in the next
+claim's transaction).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from typing import Protocol
 
 from channels.db import database_sync_to_async
@@ -126,7 +132,7 @@ def claim_messages(
     Rendering here, not in a second database_sync_to_async call per push, halves the
     hops on the one database thread every stream shares (bench/RESULTS.md §1). An entry
     pushed to many seats is rendered once. `records` (delivered, failed), the delivery
-    records of earlier pushes, are written in the claim's own transaction: one commit
+    records waiting to be written, are written in the claim's own transaction: one commit
     for both (all or nothing: on failure neither is written).
     """
     if records is not None and (records[0] or records[1]):
@@ -169,24 +175,81 @@ def refresh_liveness(*, seat_ids: set[int], session_ids: set[str]):
 # ------------------------------------------------------------------ writing
 
 
-async def write_pushes(stream: Stream, pushes: list[Push], records: DeliveryRecords) -> bool:
+async def write_pushes(
+    stream: Stream, pushes: list[Push], records: DeliveryRecords, *, recorded: bool = True
+) -> bool:
     """Write claimed pushes to a stream, in order; False if the stream failed.
 
-    The pushes are claimed already: one that cannot be written is recorded as a
-    delivery error (the client gets it back by reconnecting with Last-Event-ID).
-    """
+    The pushes are claimed already, and recorded as delivered by their claim unless
+    `recorded` is False (a Last-Event-ID replay). One that cannot be written is recorded
+    as a delivery error (the client gets it back by reconnecting with Last-Event-ID)."""
     for n, (push_seq, entry, message) in enumerate(pushes):
         try:
+            if not stream.streaming:
+                raise ConnectionError("the stream closed")
             await stream.send_event(message, str(push_seq))
-        except Exception:
-            log.warning("push to %s failed", stream.seat.name, exc_info=True)
+        except Exception as exc:
+            if not isinstance(exc, ConnectionError):
+                log.warning("push to %s failed", stream.seat.name, exc_info=True)
             for _, lost, _ in pushes[n:]:
                 metrics.PUSH_FAILURES.inc()
                 records.add(str(lost.id), stream.seat.name, ok=False)
             return False
         metrics.PUSHES.inc()
-        records.add(str(entry.id), stream.seat.name, ok=True)
+        if not recorded:
+            records.add(str(entry.id), stream.seat.name, ok=True)
     return True
+
+
+# ------------------------------------------------------------------ the outbox
+
+Outgoing = tuple[Stream, list[Push], dict | None]  # a stream, its pushes, a notice after
+
+
+class Outbox:
+    """The pushes claimed for this process's streams, written in the order of their claims.
+
+    Each claim commits on the database thread (one thread: asgiref's, which every
+    database call of the process takes) and puts its pushes here right after, on that
+    thread; so the order here is the order of the commits, and per seat the order of the
+    event ids. One task on the event loop writes them in that order, WRITE_BATCH streams
+    per loop turn, so the first streams' bytes leave while the rest are written."""
+
+    def __init__(self, records: DeliveryRecords) -> None:
+        self.records = records
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._items: deque[Outgoing] = deque()
+        self._task: asyncio.Task | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def put(self, items: list[Outgoing]) -> None:
+        """From any thread: write these after everything put before them."""
+        if not items:
+            return
+        self._items.extend(items)
+        self.loop.call_soon_threadsafe(self._start)
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._write_all())
+
+    async def _write_all(self) -> None:
+        written = 0
+        while self._items:
+            stream, pushes, notice = self._items.popleft()
+            if await write_pushes(stream, pushes, self.records) and notice is not None:
+                with contextlib.suppress(Exception):  # a closed stream: nothing to tell
+                    await stream.send_event(notice)
+            written += 1
+            if written % WRITE_BATCH == 0:
+                await asyncio.sleep(0)  # the written streams' bytes leave meanwhile
+
+    async def written(self) -> None:
+        """Returns once everything put so far is written (for a test, and at shutdown)."""
+        while self._items or (self._task is not None and not self._task.done()):
+            await asyncio.sleep(0)
 
 
 # ------------------------------------------------------------------ the claimer
@@ -195,8 +258,9 @@ async def write_pushes(stream: Stream, pushes: list[Push], records: DeliveryReco
 class Claimer:
     """A process's claim coalescer."""
 
-    def __init__(self, records: DeliveryRecords) -> None:
-        self.records = records
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.records = outbox.records
         # seat id → (the stream to write to, limit, whether to tell how many more wait)
         self._rung: dict[int, tuple[Stream, int, bool]] = {}
         self._task: asyncio.Task | None = None
@@ -213,6 +277,8 @@ class Claimer:
             self._task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
+        if self.outbox.loop is None:
+            self.outbox.bind(asyncio.get_running_loop())
         await self._gather_rings()
         # One claim at a time: the claims of a seat, and so its pushes, stay in order.
         while self._rung:
@@ -220,14 +286,11 @@ class Claimer:
             self._rung = {}
             if not batch:
                 continue
-            # The delivery records waiting to be written ride in the claim's transaction
-            # (with one send after another, each claim records the previous push).
+            # The delivery records waiting to be written ride in the claim's transaction.
             records = self.records.take()
             try:
                 await triage.judge_first(sorted(batch))
-                claimed = await database_sync_to_async(claim_messages)(
-                    {seat: limit for seat, (_, limit, _) in batch.items()}, records
-                )
+                more = await database_sync_to_async(self._claim_and_put)(batch, records)
             except Exception:
                 # Nothing was claimed (the transaction rolled back): ring again shortly.
                 self.records.put_back(*records)
@@ -236,17 +299,23 @@ class Claimer:
                     self._rung.setdefault(seat, rung)
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            for n, (seat, (pushes, more)) in enumerate(claimed.items(), 1):
-                if n % WRITE_BATCH == 0:
-                    await asyncio.sleep(0)  # the written streams' bytes leave meanwhile
-                stream, _, tell_more = batch[seat]
-                if not await write_pushes(stream, pushes, self.records) or not more:
-                    continue
-                if tell_more:
-                    with contextlib.suppress(Exception):  # a closed stream: nothing to tell
-                        await stream.send_event(more_waiting_notice(more))
-                else:  # the rest in the next claim
-                    self._rung.setdefault(seat, (stream, PUSH_LIMIT, False))
+            for seat, stream in more.items():  # the rest in the next claim
+                self._rung.setdefault(seat, (stream, PUSH_LIMIT, False))
+
+    def _claim_and_put(self, batch: dict, records) -> dict[int, Stream]:
+        """On the database thread: claim, then (committed) put the pushes in the outbox.
+        Returns the streams whose seats have more waiting than this claim took."""
+        claimed = claim_messages({seat: limit for seat, (_, limit, _) in batch.items()}, records)
+        items: list[Outgoing] = []
+        more_to_claim: dict[int, Stream] = {}
+        for seat, (pushes, more) in claimed.items():
+            stream, _, tell_more = batch[seat]
+            notice = more_waiting_notice(more) if more and tell_more else None
+            items.append((stream, pushes, notice))
+            if more and not tell_more:
+                more_to_claim[seat] = stream
+        self.outbox.put(items)
+        return more_to_claim
 
     async def _gather_rings(self) -> None:
         """Let the rings already on their way arrive before the first claim.

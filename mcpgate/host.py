@@ -29,6 +29,8 @@ import os
 import sys
 import weakref
 from collections import deque
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -37,7 +39,8 @@ from django.conf import settings
 
 from bus import bell
 from bus.management import ops
-from mcpgate import companions, delivery, local
+from bus.models import Seat
+from mcpgate import companions, delivery, local, protocol
 
 log = logging.getLogger("salon.host")
 
@@ -95,10 +98,13 @@ class Bells:
             if not listeners:
                 del self._by_seat[seat_id]
 
-    def ring(self, seat_ids) -> None:
+    def ring(self, seat_ids, pushed: Mapping[int, Any] = MappingProxyType({})) -> None:
+        """`pushed`: {seat id: the stream this process wrote the push to already}; that
+        stream is told so (it claims nothing), every other listener hears as usual."""
         for seat_id in seat_ids:
+            written = pushed.get(seat_id)
             for listener in list(self._by_seat.get(seat_id, ())):
-                listener.hear_bell()
+                listener.hear_bell(pushed=listener is written)
 
 
 # One per process, as the in-process layer is: every host of the process rings them all.
@@ -125,6 +131,19 @@ class RecentRings:
 
     def __contains__(self, entry_id) -> bool:
         return self._key(entry_id) in self._keys
+
+
+class _Closed:
+    """The stream of a seat that closed between a send's claim and its commit: its write
+    fails, so the outbox records the push as a delivery error."""
+
+    streaming = ready = False
+
+    def __init__(self, seat_name: str) -> None:
+        self.seat = Seat(name=seat_name)
+
+    async def send_event(self, message, event_id=None) -> None:
+        raise ConnectionError("the stream closed")
 
 
 # ---------------------------------------------------------------- the local line
@@ -236,7 +255,13 @@ class LineServer:
 class StreamHost:
     def __init__(self, *, serve_line: bool = True, run_companions: bool = False) -> None:
         self.records = delivery.DeliveryRecords()
-        self.claimer = delivery.Claimer(self.records)
+        self.outbox = delivery.Outbox(self.records)
+        self.claimer = delivery.Claimer(self.outbox)
+        # The open HTTP stream of each seat whose pushes a send in this process may claim
+        # and write itself (bus.bell.Pusher): changed on the event loop, read by sends on
+        # the database thread (one dict lookup each).
+        self.direct: dict[int, Any] = {}
+        self._just_pushed: dict[str, dict[int, Any]] = {}  # entry id → {seat: stream}
         self.ticker = delivery.KeepAliveTicker(self.claimer)
         self.board = Board()
         self.bells = process_bells
@@ -259,8 +284,10 @@ class StreamHost:
             return
         self._started = True
         self.loop = asyncio.get_running_loop()
+        self.outbox.bind(self.loop)
         self.layer = get_channel_layer()
         bell.add_ringer(self.ring_after_commit)
+        bell.add_pusher(self)
         self.listener.start()
         if self.serve_line and await self.line.start() is None:
             print(
@@ -282,9 +309,36 @@ class StreamHost:
                 await companion.stop()
         self.running.clear()
         bell.remove_ringer(self.ring_after_commit)
+        bell.remove_pusher(self)
         await self.listener.stop()
         await self.line.stop()
         await self.records.flush()
+
+    # -- pushing in the send (bus.bell.Pusher) ---------------------------------------
+
+    def pushable(self, seat_ids) -> set[int]:
+        """The seats whose stream here is open and has written its replay and first claim
+        (until then its pushes go through the claimer, in order)."""
+        if self.loop is None or self.loop.is_closed():
+            return set()
+        found = set()
+        for seat_id in seat_ids:
+            stream = self.direct.get(seat_id)
+            if stream is not None and stream.streaming and stream.ready:
+                found.add(seat_id)
+        return found
+
+    def pushed(self, entry, pushes: dict[int, tuple[int, str]]) -> None:
+        """On the sending thread, right after its commit: the entry's message, rendered once,
+        into the outbox for each seat's stream (a stream that closed meanwhile fails its
+        write there, and the push is recorded as a delivery error)."""
+        message = protocol.SharedMessage(delivery.channel_message(entry))
+        items, streams = [], {}
+        for seat_id, (push_seq, seat_name) in pushes.items():
+            stream = streams[seat_id] = self.direct.get(seat_id) or _Closed(seat_name)
+            items.append((stream, [(push_seq, entry, message)], None))
+        self._just_pushed[str(entry.pk)] = streams
+        self.outbox.put(items)
 
     # -- the doorbell ---------------------------------------------------------------
 
@@ -292,18 +346,21 @@ class StreamHost:
         """A send committed in this process (on whichever thread): ring the seats on the
         layer, and on SQLite the other servers of the store over their line."""
         self.recent.add(entry_id)
+        pushed = self._just_pushed.pop(str(entry_id), {})
         if self.loop is None or self.loop.is_closed():
             return
         # In a fresh context: this runs on the sending thread, inside asgiref's database
         # executor, and a task started in its context (the claimer's, rung from here)
         # would have its own database calls refused as a deadlock.
-        self.loop.call_soon_threadsafe(self._ring_here, seat_ids, context=contextvars.Context())
+        self.loop.call_soon_threadsafe(
+            self._ring_here, seat_ids, pushed, context=contextvars.Context()
+        )
         self.loop.call_soon_threadsafe(self.board.ring)  # sooner than the listener's look
         if not settings.DATABASE_URL:
             self._ring_line(entry_id, seat_ids)
 
-    def _ring_here(self, seat_ids: list[int]) -> None:
-        task = asyncio.ensure_future(self.ring_seats(seat_ids))
+    def _ring_here(self, seat_ids: list[int], pushed: dict[int, Any]) -> None:
+        task = asyncio.ensure_future(self.ring_seats(seat_ids, pushed))
         self.ringing.add(task)
         task.add_done_callback(self.ringing.discard)
 
@@ -314,12 +371,17 @@ class StreamHost:
         except OSError:
             log.warning("could not ring the other servers of the store", exc_info=True)
 
-    async def ring_seats(self, seat_ids) -> None:
+    async def ring_seats(self, seat_ids, pushed: Mapping[int, Any] = MappingProxyType({})) -> None:
+        """Ring each seat's listeners. `pushed`: {seat id: the stream this process wrote the
+        entry's push to}; that stream claims nothing for it (a wait still hears)."""
         if isinstance(self.layer, InMemoryChannelLayer):
-            self.bells.ring(seat_ids)  # the layer's groups hold no one else
+            self.bells.ring(seat_ids, pushed)  # the layer's groups hold no one else
             return
-        message = {"type": "bus.entry"}
         for seat_id in seat_ids:
+            written = pushed.get(seat_id)
+            message = {"type": "bus.entry"}
+            if written is not None:
+                message["pushed_to"] = getattr(written, "channel_name", "")
             await self.layer.group_send(seat_group(seat_id), message)
 
     async def heard(self, entry_id: str | None, seat_ids: set[int]) -> None:

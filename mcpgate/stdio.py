@@ -243,7 +243,8 @@ class StdioServer:
         for waiter in self.waiters:
             waiter.set()
 
-    hear_bell = ring  # mcpgate.host.Bells
+    def hear_bell(self, *, pushed: bool = False) -> None:  # mcpgate.host.Bells
+        self.ring()  # a stdio server's pushes are never written by a send (no `pushed`)
 
     async def hear_doorbell(self) -> None:
         while True:

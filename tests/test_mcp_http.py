@@ -535,24 +535,32 @@ async def test_a_stream_follows_its_session_after_checkin(daemon, client):
     assert event["message"]["params"]["content"] == "found you"
 
 
-async def test_a_push_is_recorded_in_the_entrys_delivered_to(shared_daemon, client):
+async def test_a_push_to_a_stream_of_the_sending_daemon_is_claimed_and_recorded_by_the_send(
+    shared_daemon, client
+):
+    """The send claims the push in its own transaction (pushed at the moment it decided)
+    and records it in delivered_to: both are stored by the time the tool answers."""
     reader = await RawSession(client, shared_daemon.url, "label=recorded").open()
     writer = await RawSession(client, shared_daemon.url, "label=recorder").open()
     seat = await reader.seat()
     async with reader.stream() as stream:
         await stream.next(comments=True)
+        await asyncio.sleep(0.3)  # the stream's first claim is done: it takes pushes direct
         report = await writer.result("send", {"text": "note", "type": "QUESTION", "to": [seat]})
-        await stream.next()
-    await asyncio.sleep(0.6)  # deliveries are written in batches, a moment after the push
-    # 32 hex digits: how SQLite stores a UUID, and a form PostgreSQL accepts too.
-    rows = query_store(
-        shared_daemon.env,
-        "SELECT delivered_to, delivery_errors FROM bus_entry WHERE id = ?",
-        (report["id"].replace("-", ""),),
-    )
-    delivered, errors = (json.loads(v) if isinstance(v, str) else v for v in rows[0])
+        # 32 hex digits: how SQLite stores a UUID, and a form PostgreSQL accepts too.
+        rows = query_store(
+            shared_daemon.env,
+            "SELECT e.delivered_to, e.delivery_errors, w.push_seq, w.pushed_at, w.decided_at "
+            "FROM bus_entry e JOIN bus_wakedecision w ON w.entry_id = e.id WHERE e.id = ?",
+            (report["id"].replace("-", ""),),
+        )
+        event = await stream.next()
+    delivered, errors = (json.loads(v) if isinstance(v, str) else v for v in rows[0][:2])
+    push_seq, pushed_at, decided_at = rows[0][2:]
     assert delivered == [seat]
     assert errors == []
+    assert pushed_at == decided_at
+    assert event["id"] == str(push_seq)
 
 
 async def test_an_open_stream_gets_a_keep_alive_comment_within_15_seconds(shared_daemon, client):

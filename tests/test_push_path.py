@@ -90,24 +90,29 @@ def test_a_single_seat_claim_still_answers_pairs_of_push_seq_and_entry(team):
     assert more == 0
 
 
-def test_a_claim_writes_the_earlier_pushes_delivery_records_in_its_own_transaction(team):
+def test_a_claim_records_its_pushes_as_delivered_and_earlier_failures_in_one_transaction(team):
     from bus.models import Entry
     from mcpgate import delivery
 
     writer = make_seat("writer", team)
-    reader = make_seat("reader", team)
-    first = send(writer, team, "q1?", type="QUESTION")
-    second = send(writer, team, "q2?", type="QUESTION")
-    records = ({first["id"]: [reader.name]}, {second["id"]: ["gone#00000000"]})
+    reader, gone = make_seat("reader", team), make_seat("gone", team)
+    first = send(writer, team, "q1?", type="QUESTION", to=[reader.name])
+    second = send(writer, team, "q2?", type="QUESTION", to=[gone.name])
+    # gone's push of `second` was claimed (and so recorded as delivered) but not written
+    services.telling.claim_pushes_of_seats(limits={gone.pk: 100})
+    records = ({}, {second["id"]: [gone.name]})
 
     claimed = delivery.claim_messages({reader.pk: 100}, records)
 
-    assert [str(entry.id) for _, entry, _ in claimed[reader.pk][0]] == [first["id"], second["id"]]
-    rows = dict(
-        Entry.objects.filter(pk__in=[first["id"], second["id"]]).values_list("pk", "delivered_to")
-    )
-    assert [rows[e.pk] for e in Entry.objects.order_by("seq")] == [[reader.name], []]
-    assert Entry.objects.get(pk=second["id"]).delivery_errors == ["gone#00000000"]
+    assert [str(entry.id) for _, entry, _ in claimed[reader.pk][0]] == [first["id"]]
+    rows = {
+        str(pk): (delivered, errors)
+        for pk, delivered, errors in Entry.objects.values_list(
+            "pk", "delivered_to", "delivery_errors"
+        )
+    }
+    assert rows[first["id"]] == ([reader.name], [])
+    assert rows[second["id"]] == ([], [gone.name])  # the failure moved it
 
 
 def test_delivery_records_taken_and_put_back_are_kept():
@@ -315,7 +320,7 @@ async def test_one_tick_keeps_every_open_stream_open_and_refreshes_its_seat_and_
 
     seats, sessions = await sync_to_async(setup)()
     records = delivery.DeliveryRecords()
-    ticker = delivery.KeepAliveTicker(delivery.Claimer(records))
+    ticker = delivery.KeepAliveTicker(delivery.Claimer(delivery.Outbox(records)))
     streams = [_Stream(seat, session) for seat, session in zip(seats, sessions, strict=True)]
     for stream in streams:
         ticker.streams.add(stream)  # open, without starting the 15-second loop
@@ -342,7 +347,7 @@ async def test_the_keep_alive_round_renews_groups_once_an_hour_has_passed(monkey
     from mcpgate import delivery
 
     streams = [_Stream(None) for _ in range(2 * delivery.KEEPALIVE_BATCH + 1)]
-    ticker = delivery.KeepAliveTicker(delivery.Claimer(delivery.DeliveryRecords()))
+    ticker = delivery.KeepAliveTicker(delivery.Claimer(delivery.Outbox(delivery.DeliveryRecords())))
     ticker.streams.update(streams)
     await ticker.keep_streams_open()
     monkeypatch.setattr(delivery, "GROUP_RENEW_SECONDS", 0)
@@ -356,7 +361,7 @@ class _Listener:
     def __init__(self):
         self.heard = 0
 
-    def hear_bell(self):
+    def hear_bell(self, *, pushed=False):
         self.heard += 1
 
 
@@ -424,11 +429,16 @@ async def test_a_claims_pushes_leave_in_batches_with_the_event_loop_turning_betw
 
     streams = [_Stream(seat) for seat in await sync_to_async(setup)()]
     records = delivery.DeliveryRecords()
-    claimer = delivery.Claimer(records)
+    outbox = delivery.Outbox(records)
+    claimer = delivery.Claimer(outbox)
     for stream in streams:
         claimer.ring(stream)
 
-    seen = await _counts_between(lambda: sum(len(s.events) for s in streams), claimer._task)
+    async def claimed_and_written():
+        await claimer._task
+        await outbox.written()
+
+    seen = await _counts_between(lambda: sum(len(s.events) for s in streams), claimed_and_written())
 
     assert [len(s.events) for s in streams] == [1] * 7
     assert any(0 < n < 7 for n in seen), seen  # the loop turned while pushes were written
@@ -440,7 +450,7 @@ async def test_the_keep_alive_round_lets_the_event_loop_turn_between_batches(mon
 
     monkeypatch.setattr(delivery, "KEEPALIVE_BATCH", 2)
     streams = [_Stream(None) for _ in range(7)]
-    ticker = delivery.KeepAliveTicker(delivery.Claimer(delivery.DeliveryRecords()))
+    ticker = delivery.KeepAliveTicker(delivery.Claimer(delivery.Outbox(delivery.DeliveryRecords())))
     ticker.streams.update(streams)
 
     seen = await _counts_between(
@@ -449,3 +459,168 @@ async def test_the_keep_alive_round_lets_the_event_loop_turn_between_batches(mon
 
     assert all(s.kept_open == [False] for s in streams)
     assert any(0 < n < 7 for n in seen), seen
+
+
+# ------------------------------------------------------------------ pushes claimed in the send
+
+
+class _Pusher:
+    """A process's streams as a send sees them (bus.bell.Pusher): these seats are pushable."""
+
+    def __init__(self, seat_ids):
+        self.seat_ids = set(seat_ids)
+        self.handed: list[tuple[str, dict]] = []
+
+    def pushable(self, seat_ids):
+        return self.seat_ids & set(seat_ids)
+
+    def pushed(self, entry, pushes):
+        self.handed.append((str(entry.pk), pushes))
+
+
+@pytest.fixture
+def pusher():
+    from bus import bell
+
+    registered = []
+
+    def register(seats):
+        one = _Pusher(seat.pk for seat in seats)
+        bell.add_pusher(one)
+        registered.append(one)
+        return one
+
+    yield register
+    for one in registered:
+        bell.remove_pusher(one)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_claims_the_push_of_a_seat_whose_stream_is_here_in_its_own_transaction(pusher):
+    from bus.models import Entry
+
+    room = make_room("team")
+    writer, here, elsewhere = (make_seat(n, room) for n in ("writer", "here", "elsewhere"))
+    streams = pusher([here])
+
+    report = send(writer, room, "all hands?", type="QUESTION")
+
+    rows = {row.seat_id: row for row in WakeDecision.objects.filter(entry_id=report["id"])}
+    assert rows[here.pk].push_seq == 1
+    assert rows[here.pk].pushed_at == rows[here.pk].decided_at  # the send's own moment
+    assert rows[elsewhere.pk].push_seq is None  # left to the claimer of its process
+    assert Entry.objects.get(pk=report["id"]).delivered_to == [here.name]
+    assert streams.handed == [(report["id"], {here.pk: (1, here.name)})]  # after the commit
+    assert Seat.objects.get(pk=here.pk).push_counter == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_seat_with_an_older_push_still_to_claim_gets_both_from_the_claimer_in_order(pusher):
+    room = make_room("team")
+    writer, reader = make_seat("writer", room), make_seat("reader", room)
+    first = send(writer, room, "one?", type="QUESTION")  # no stream here yet: left pending
+    streams = pusher([reader])
+
+    second = send(writer, room, "two?", type="QUESTION")
+
+    assert streams.handed == []
+    claimed, more = services.telling.claim_pushes(seat=reader)
+    assert [(seq, str(entry.id)) for seq, entry in claimed] == [(1, first["id"]), (2, second["id"])]
+    assert more == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_that_rolls_back_hands_no_push_over_and_moves_no_counter(pusher):
+    from django.db import transaction
+
+    room = make_room("team")
+    writer, reader = make_seat("writer", room), make_seat("reader", room)
+    streams = pusher([reader])
+
+    with contextlib.suppress(RuntimeError), transaction.atomic():
+        send(writer, room, "never mind?", type="QUESTION")
+        raise RuntimeError("the caller's transaction fails after the send")
+
+    assert streams.handed == []
+    assert Seat.objects.get(pk=reader.pk).push_counter == 0
+    assert not WakeDecision.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_while_a_letterbox_judges_pushes_a_send_claims_none_itself(pusher, settings):
+    settings.TRIAGE_CMD = "true"
+    settings.TRIAGE_LETTERBOX = True
+    room = make_room("team")
+    writer, reader = make_seat("writer", room), make_seat("reader", room)
+    streams = pusher([reader])
+
+    send(writer, room, "judge me?", type="QUESTION")
+
+    assert streams.handed == []
+    assert WakeDecision.objects.get(seat=reader).push_seq is None
+
+
+async def test_the_outbox_writes_in_the_order_things_were_put_from_any_thread():
+    from mcpgate import delivery
+
+    outbox = delivery.Outbox(delivery.DeliveryRecords())
+    outbox.bind(asyncio.get_running_loop())
+    streams = [_Stream(None) for _ in range(3)]
+
+    def put_from_the_database_thread():
+        for n in range(60):
+            outbox.put([(streams[n % 3], [(n, None, {"n": n})], None)])
+
+    thread = threading.Thread(target=put_from_the_database_thread)
+    thread.start()
+    await asyncio.to_thread(thread.join)
+    await outbox.written()
+
+    for k, stream in enumerate(streams):
+        assert [m["n"] for m in stream.events] == list(range(k, 60, 3))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_push_whose_stream_closed_before_the_commit_is_recorded_as_a_delivery_error():
+    from asgiref.sync import sync_to_async
+
+    from bus.models import Entry
+    from mcpgate.host import StreamHost
+
+    host = StreamHost(serve_line=False)
+    host.outbox.bind(asyncio.get_running_loop())
+
+    def setup():
+        room = make_room("team")
+        reader = make_seat("reader", room)
+        report = send(make_seat("writer", room), room, "still there?", type="QUESTION")
+        return reader, Entry.objects.select_related("room").get(pk=report["id"])
+
+    reader, entry = await sync_to_async(setup)()
+    host.pushed(entry, {reader.pk: (1, reader.name)})  # its stream left host.direct
+    await host.outbox.written()
+    await host.records.flush()
+
+    stored = await sync_to_async(Entry.objects.get)(pk=entry.pk)
+    assert stored.delivery_errors == [reader.name]
+
+
+async def test_the_stream_a_send_wrote_to_is_told_so_and_claims_nothing_while_a_wait_still_hears():
+    from mcpgate.host import Bells
+
+    class Listener:
+        def __init__(self):
+            self.heard = []
+
+        def hear_bell(self, *, pushed=False):
+            self.heard.append(pushed)
+
+    bells = Bells()
+    stream, wait, other = Listener(), Listener(), Listener()
+    bells.add(1, stream)
+    bells.add(1, wait)
+    bells.add(2, other)
+
+    bells.ring([1, 2], {1: stream})
+
+    assert (stream.heard, wait.heard, other.heard) == ([True], [False], [False])

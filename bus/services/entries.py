@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -30,7 +31,7 @@ from bus.models import (
     WakeDecision,
 )
 from bus.rules import RuleError, UnknownAddressee
-from bus.services import recording, rooms, seats
+from bus.services import recording, rooms, seats, telling, triage
 
 
 def send_entry(
@@ -93,13 +94,10 @@ def send_entry(
             sender_session=sender_session,
         )
         entry.signature = signing.sign_entry(entry)
-        _ENTRY_INSERT.insert([entry])
-        wakes, notices, woken_ids = _decide_and_record(
-            entry, room_row, seat, re_entry, ts, roster=roster
-        )
+        decided = _decide(entry, room_row, seat, re_entry, ts, roster=roster)
+        _record(entry, decided, sender=seat)
         Seat.objects.filter(pk=seat.pk).update(last_wrote=ts, last_seen=ts)
-        bell.ring_on_commit(entry_id=entry.id, seat_ids=woken_ids)
-        _announce_on_commit(entry, room_row)
+        wakes, notices = decided.wakes, decided.notices
 
     report = wire.send_report(entry, seat, wakes, notices)
     if not seat.session_id and via == "cli":
@@ -181,15 +179,13 @@ def land_entry(
                 sender_addr=sender_addr[:64],
             )
             entry.signature = signing.sign_entry(entry)
-            entry.save(force_insert=True)
-            wakes, _, woken_ids = _decide_and_record(entry, room_row, seat, re_entry, at)
-            bell.ring_on_commit(entry_id=entry.id, seat_ids=woken_ids)
-            _announce_on_commit(entry, room_row)
+            decided = _decide(entry, room_row, seat, re_entry, at)
+            _record(entry, decided, sender=seat)
     except IntegrityError:
         if Entry.objects.filter(pk=id).exists():
             return None  # landed by another bridge of this store a moment ago
         raise
-    return {"id": str(entry.id), "room": room_row.name, "seq": seq, "wakes": wakes}
+    return {"id": str(entry.id), "room": room_row.name, "seq": seq, "wakes": decided.wakes}
 
 
 def _next_seq(room: Room) -> int:
@@ -394,17 +390,29 @@ def _refuse_unstorable(content: str, meta: dict) -> None:
             raise RuleError(f"meta holds {problem}: remove it and send again")
 
 
-def _decide_and_record(
+@dataclass
+class Decided:
+    """§5 for every reader of the room, before anything is written: the ledger rows (of the
+    seats the entry is a claim on, woken or quieted), the count of every other reason,
+    what `send` answers (`wakes`, `notices`) and the woken seats to ring."""
+
+    rows: list[WakeDecision]
+    unwoken: Counter[str]
+    reasons: list[str]
+    wakes: list[str]
+    notices: list[str]
+    woken_ids: list[int]
+    at: datetime
+
+
+def _decide(
     entry: Entry,
     room: Room,
     sender: Seat,
     re_entry: Entry | None,
     at: datetime,
     roster: list[Reader] | None = None,
-) -> tuple[list[str], list[str], list[int]]:
-    """Decide §5 for every reader of the room and record it: the ledger rows of the seats
-    it is a claim on (woken or quieted), one count row per other reason. Returns (the
-    seats `wakes` lists, the notices, the ids of the woken seats to ring)."""
+) -> Decided:
     facts = rules.EntryFacts(
         sender_seat=sender.name,
         type=entry.type,
@@ -446,17 +454,6 @@ def _decide_and_record(
             woken_ids.append(reader.pk)
             if liveness[reader.pk] != rules.GONE:
                 wakes.append(reader.name)
-    _WAKE_INSERT.insert(rows)
-    if unwoken:
-        recording.quietly(
-            lambda: _COUNT_INSERT.insert(
-                [
-                    DecisionCount(entry=entry, room=room, reason=reason, count=n, decided_at=at)
-                    for reason, n in sorted(unwoken.items())
-                ]
-            )
-        )
-    transaction.on_commit(lambda: signals.wake_decided.send(sender=Entry, reasons=reasons))
 
     statuses = []
     for name in entry.to:
@@ -482,4 +479,42 @@ def _decide_and_record(
         content_length=len(entry.content),
         long_chars=settings.LONG_CHARS,
     )
-    return sorted(wakes), notices, woken_ids
+    return Decided(rows, unwoken, reasons, sorted(wakes), notices, woken_ids, at)
+
+
+def _record(entry: Entry, decided: Decided, *, sender: Seat) -> None:
+    """Write the entry and its decisions, inside the sending transaction, and what follows
+    its commit: the pushes claimed here, the doorbell, the signals.
+
+    The woken seats whose stream lives in this process (bus.bell.Pusher) have their push
+    claimed here, in this transaction (telling.claim_at_send), and recorded as delivered
+    to them: the pusher writes it from memory right after the commit, before the doorbell
+    rings the rest. Not while a letterbox judges pushes first (SPEC §14)."""
+    pushers = bell.pushers_of(decided.woken_ids) if not any(triage.halves()) else {}
+    seqs = telling.claim_at_send(sorted(pushers), lock_also=sender.pk) if pushers else {}
+    pushes = {}
+    for row in decided.rows:
+        if row.seat_id in seqs:
+            row.push_seq, row.pushed_at = seqs[row.seat_id], decided.at
+            pushes[row.seat_id] = (pushers[row.seat_id], row.push_seq, row.seat_name)
+    if pushes:
+        entry.delivered_to = sorted(name for _, _, name in pushes.values())
+    _ENTRY_INSERT.insert([entry])
+    _WAKE_INSERT.insert(decided.rows)
+    if decided.unwoken:
+        recording.quietly(
+            lambda: _COUNT_INSERT.insert(
+                [
+                    DecisionCount(
+                        entry=entry, room=entry.room, reason=reason, count=n, decided_at=decided.at
+                    )
+                    for reason, n in sorted(decided.unwoken.items())
+                ]
+            )
+        )
+    reasons = decided.reasons
+    transaction.on_commit(lambda: signals.wake_decided.send(sender=Entry, reasons=reasons))
+    if pushes:
+        bell.push_on_commit(entry, pushes)
+    bell.ring_on_commit(entry_id=entry.id, seat_ids=decided.woken_ids)
+    _announce_on_commit(entry, entry.room)

@@ -215,7 +215,8 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
     at = connection.ops.adapt_datetimefield_value(timezone.now())  # as the ORM would store it
     claimed: dict[int, tuple[list[tuple[int, Entry]], int]] = {}
     with transaction.atomic():
-        counters = _lock_push_counters(sorted(limits))
+        locked = _lock_push_counters(sorted(limits))
+        counters = {pk: counter for pk, (counter, _) in locked.items()}
         rows = [row for row in _oldest_pending(limits) if row[3] <= limits[row[1]]]
         # A broadcast's rows all name one entry: each entry is read (and later rendered)
         # once, however many seats it goes to.
@@ -247,6 +248,12 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
                 f"UPDATE {Seat._meta.db_table} SET push_counter = %s WHERE id = %s",
                 [(value, pk) for pk, value in counter_updates.items()],
             )
+        # Claimed is handed to the stream: recorded as delivered in the same commit.
+        delivered: dict[str, list[str]] = {}
+        for seat_id, (pushes, _) in claimed.items():
+            for _, entry in pushes:
+                delivered.setdefault(str(entry.pk), []).append(locked[seat_id][1])
+        record_deliveries(delivered=delivered, failed={})
     return claimed
 
 
@@ -254,18 +261,61 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
 _ENTRIES = CompiledLookup(Entry, "id", "room")
 
 
-def _lock_push_counters(seat_ids: list[int]) -> dict[int, int]:
-    """{seat id: push_counter}, the seats' rows locked (FOR UPDATE where the database has
-    it; SQLite's IMMEDIATE transaction holds the write lock) in one order for every
-    claimer (by id): no deadlock. Written out: every claim runs it."""
+def _lock_push_counters(seat_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """{seat id: (push_counter, name)}, the seats' rows locked (FOR UPDATE where the
+    database has it; SQLite's IMMEDIATE transaction holds the write lock) in one order for
+    every claimer (by id): no deadlock. Written out: every claim runs it."""
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, push_counter FROM {Seat._meta.db_table} "
+            f"SELECT id, push_counter, name FROM {Seat._meta.db_table} "
             f"WHERE id IN ({', '.join(['%s'] * len(seat_ids))}) ORDER BY id{lock}",
             seat_ids,
         )
-        return dict(cursor.fetchall())
+        return {pk: (counter, name) for pk, counter, name in cursor.fetchall()}
+
+
+# A push claimed inside the send (bus.bell.Pusher): the seats' counters moved in one
+# statement, for each seat with nothing older still to push (an older entry goes first,
+# through the claimer, and this one after it).
+_CLAIM_AT_SEND = """
+    UPDATE {seat} SET push_counter = push_counter + 1
+    WHERE id IN ({seats}) AND NOT EXISTS (
+        SELECT 1 FROM {membership} m CROSS JOIN {wake} w
+        WHERE m.seat_id = {seat}.id AND m.left_at IS NULL
+          AND w.seat_id = m.seat_id AND w.room_id = m.room_id AND w.seq > m.cursor
+          AND w.woken AND w.push_seq IS NULL AND w.told_at IS NULL
+    )
+    RETURNING id, push_counter
+"""
+
+
+def claim_at_send(seat_ids: Sequence[int], *, lock_also: int | None = None) -> dict[int, int]:
+    """{seat id: push_seq} for the pushes of a new entry to these seats, claimed inside the
+    sending transaction, before its ledger rows are written (the caller writes them with
+    these push_seqs). A seat with an older push still to claim is left out.
+
+    On PostgreSQL the seats' rows are locked in id order first, the sender's too
+    (`lock_also`, whose row the send updates), as every claimer locks them: no deadlock.
+    A database without UPDATE … RETURNING (SQLite before 3.35) claims nothing here."""
+    if not seat_ids or not connection.features.can_return_columns_from_insert:
+        return {}
+    ids = sorted(seat_ids)
+    if connection.features.has_select_for_update:
+        _lock_push_counters(sorted({*ids, lock_also} - {None}))
+    claimed: dict[int, int] = {}
+    for start in range(0, len(ids), CLAIM_CHUNK):
+        chunk = ids[start : start + CLAIM_CHUNK]
+        sql = _CLAIM_AT_SEND.format(
+            seat=Seat._meta.db_table,
+            seats=", ".join(["%s"] * len(chunk)),
+            membership=Membership._meta.db_table,
+            wake=WakeDecision._meta.db_table,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, chunk)
+            claimed.update(cursor.fetchall())
+    return claimed
 
 
 def _uuid(value) -> UUID:
@@ -288,7 +338,8 @@ def replay_pushes(*, seat: Seat, after: int) -> list[tuple[int, Entry]]:
 
 
 def record_deliveries(*, delivered: dict[str, list[str]], failed: dict[str, list[str]]) -> None:
-    """Append seat names to entries' delivered_to / delivery_errors (entry id → seats).
+    """Add seat names to entries' delivered_to / delivery_errors (entry id → seats); a
+    seat whose push failed leaves delivered_to (its claim recorded it as delivered).
 
     One read of every entry's two lists (locked: FOR UPDATE on PostgreSQL, the write lock
     on SQLite), then one UPDATE of the two columns per entry; no model instances."""
@@ -312,8 +363,9 @@ def record_deliveries(*, delivered: dict[str, list[str]], failed: dict[str, list
             # bus may hold anything there.
             now_delivered = delivered_field.from_db_value(raw_delivered, None, connection)
             now_errors = errors_field.from_db_value(raw_errors, None, connection)
-            now_delivered = set(rules.names_in(now_delivered)) | set(delivered.get(entry_id, []))
             now_errors = set(rules.names_in(now_errors)) | set(failed.get(entry_id, []))
+            now_delivered = set(rules.names_in(now_delivered)) | set(delivered.get(entry_id, []))
+            now_delivered -= set(failed.get(entry_id, []))
             updates.append(
                 (
                     delivered_field.get_db_prep_save(sorted(now_delivered), connection),
