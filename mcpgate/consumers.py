@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -24,7 +25,7 @@ from bus.rules import RuleError
 from mcpgate import delivery, metrics, protocol, sessions, tools
 from mcpgate.host import StreamHost, seat_group
 from mcpgate.protocol import ProtocolError
-from mcpgate.streaming import StreamingHttpConsumer
+from mcpgate.streaming import RequestBody, StreamingHttpConsumer
 
 log = logging.getLogger("salon.mcp")
 
@@ -39,40 +40,51 @@ SSE_HEADERS = [
 
 
 def _load_and_check(session_id: str, token: str | None):
-    """The session and its token check in one hop to the database thread (every POST
-    and GET makes both): (None, None) for an unknown session, else (session, problem)."""
+    """The session and its token check, on the database thread (every request on a
+    session makes both): the session, or the ProtocolError to answer with."""
     session = sessions.load_session(session_id)
     if session is None:
-        return None, None
-    return session, services.tokens.token_problem(label=session.label or None, token=token)
+        raise protocol.http_error(
+            404, "unknown or ended session: send initialize again for a new one"
+        )
+    problem = services.tokens.token_problem(label=session.label or None, token=token)
+    if problem:
+        raise protocol.http_error(403, problem)  # as check_token
+    return session
 
 
 def session_group(session_id: str) -> str:
     return f"mcpsession.{session_id}"
 
 
-class McpConsumer(StreamingHttpConsumer):
-    max_body = protocol.MAX_BODY_BYTES
+def _headers(scope) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", []):
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
 
-    def __init__(self, *args, host: StreamHost, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.host = host
-        self.session = None
-        self.seat = None
-        self.stream_token = ""
-        self.live_until = None
-        self.streaming = False
-        # False until the stream's Last-Event-ID replay is written: pushes claimed before
-        # would overtake it (the first claim comes after the replay and covers any ring).
-        self.ready = False
-        self.waiter: asyncio.Event | None = None
 
-    # ------------------------------------------------------------------ entry
+class WaitNeedsStream(Exception):
+    """A POST turned out to be a `wait` call, which needs a stream consumer (McpPost)."""
 
-    async def handle(self, body: bytes, *, too_large: bool) -> None:
+
+class McpExchange:
+    """One request to /mcp, whichever object serves it: its headers, the Host/Origin and
+    token checks, and the answer to a POST. A POST is served by McpPost, a GET (the
+    session's stream) and DELETE by McpConsumer; both are this and a way to respond
+    (`send_response`) and to wait (`start_wait`)."""
+
+    host: StreamHost
+    scope: dict
+    session = None
+
+    async def respond_to(self, body: bytes, too_large: bool) -> None:
+        """Answer the request; every refusal is a JSON-RPC error with its HTTP status."""
         await self.host.start()
         started = time.perf_counter()
-        self.headers = self._headers()
+        self.headers = _headers(self.scope)
         self.query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         method = self.scope["method"]
         try:
@@ -91,14 +103,6 @@ class McpConsumer(StreamingHttpConsumer):
             await self.reply(400, protocol.error_message(None, protocol.INVALID_PARAMS, str(exc)))
         finally:
             metrics.REQUEST_SECONDS.labels(path="/mcp").observe(time.perf_counter() - started)
-
-    def _headers(self) -> dict[str, str]:
-        headers: dict[str, str] = {}
-        for name, value in self.scope.get("headers", []):
-            key = name.decode("latin-1").lower()
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        return headers
 
     def check_host_and_origin(self) -> None:
         """The one Host/Origin rule (bus.strict), which /notify and the admin share."""
@@ -120,6 +124,14 @@ class McpConsumer(StreamingHttpConsumer):
     def _token(self) -> str | None:
         return strict.bearer_token(self.headers.get("authorization"))
 
+    def _session_id(self) -> str:
+        session_id = self.headers.get(protocol.SESSION_HEADER)
+        if not session_id:
+            raise protocol.http_error(
+                400, "missing Mcp-Session-Id header: send initialize first to get a session"
+            )
+        return session_id
+
     async def check_token(self, label: str | None) -> None:
         problem = await database_sync_to_async(services.tokens.token_problem)(
             label=label, token=self._token()
@@ -129,20 +141,10 @@ class McpConsumer(StreamingHttpConsumer):
             raise protocol.http_error(403, problem)
 
     async def load_session(self):
-        session_id = self.headers.get(protocol.SESSION_HEADER)
-        if not session_id:
-            raise protocol.http_error(
-                400, "missing Mcp-Session-Id header: send initialize first to get a session"
-            )
-        session, problem = await database_sync_to_async(_load_and_check)(session_id, self._token())
-        if session is None:
-            raise protocol.http_error(
-                404, "unknown or ended session: send initialize again for a new one"
-            )
-        if problem:
-            raise protocol.http_error(403, problem)  # as check_token
-        self.session = session
-        return session
+        self.session = await database_sync_to_async(_load_and_check)(
+            self._session_id(), self._token()
+        )
+        return self.session
 
     # ------------------------------------------------------------------ POST
 
@@ -160,16 +162,45 @@ class McpConsumer(StreamingHttpConsumer):
         if isinstance(message, protocol.Request) and message.method == "initialize":
             await self.initialize(message)
             return
-        session = await self.load_session()
+        session_id, token = self._session_id(), self._token()
+        # The session, its checks and the answer in one hop to the database thread.
+        answered = await database_sync_to_async(self._answer_on_session)(session_id, token, message)
+        if answered is None:
+            await self.send_response(202, b"")
+        elif isinstance(answered, Waiting):
+            await self.start_wait(answered.binding, message, answered.arguments)
+        else:
+            reply, rebound = answered
+            await self.reply(200, reply)
+            if rebound:
+                # The session has a seat now, or another one (checkin): its stream, on
+                # whichever worker, follows.
+                await self.host.layer.group_send(
+                    session_group(session_id), {"type": "session.rebind"}
+                )
+
+    def _answer_on_session(self, session_id: str, token: str | None, message):
+        """On the database thread: a notification's None, a `wait` to start (Waiting),
+        else (the answer, whether the call moved the session to another seat)."""
+        session = self.session = _load_and_check(session_id, token)
         protocol.check_protocol_version_header(self.headers.get(protocol.VERSION_HEADER))
         if not isinstance(message, protocol.Request):
-            await self.send_response(202, b"")
-            return
+            return None
         plain = tools.answer_plain(message, sessions.HttpBinding(session, ""))
         if plain is not None:
-            await self.reply(200, plain)
-        else:  # tools/call (initialize was answered above, session or not)
-            await self.call_tool(session, message)
+            return plain, False
+        # tools/call (initialize was answered above, session or not)
+        binding = sessions.HttpBinding(session, self.base_url())
+        try:
+            tool, arguments = tools.prepare_call(binding, message.params)
+        except tools.CallRefused as exc:
+            return protocol.error_message(message.id, exc.code, exc.message), False
+        if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
+            return Waiting(binding, arguments)
+        seat_before = session.seat_id
+        result = tools.run_tool(binding, tool, arguments)
+        rebound = binding.session.seat_id != seat_before
+        return protocol.result_message(message.id, result), rebound
 
     async def initialize(self, message: protocol.Request) -> None:
         label = (self.query.get("label") or [""])[0].strip()
@@ -204,25 +235,112 @@ class McpConsumer(StreamingHttpConsumer):
             ) from None
         await self.reply(200, answer, headers=[(b"mcp-session-id", session.id.encode())])
 
-    async def call_tool(self, session, message: protocol.Request) -> None:
-        binding = sessions.HttpBinding(session, self.base_url())
+    async def send_response(self, status: int, body: bytes, *, headers=()) -> None:
+        raise NotImplementedError
+
+    async def start_wait(self, binding, message, arguments) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class Waiting:
+    """A `wait` tool call checked on the database thread, to be started on the stream."""
+
+    binding: sessions.HttpBinding
+    arguments: dict
+
+
+class McpPost(McpExchange):
+    """A POST to /mcp answered without a Channels consumer.
+
+    A Channels consumer per POST cost a channel on the layer, two receiving tasks and a
+    dispatch loop, for a request that hears nothing from the layer (bench/RESULTS.md).
+    Here the body is read from the ASGI receive, answered, and the response sent. A
+    `wait` call, which must keep hearing its seat's doorbell, is handed to McpConsumer
+    with the body read so far."""
+
+    def __init__(self, scope, receive, send, host: StreamHost, stream_app) -> None:
+        self.scope, self.receive, self.send, self.host = scope, receive, send, host
+        self.stream_app = stream_app
+        self.responded = False
+
+    async def run(self) -> None:
+        body = RequestBody(protocol.MAX_BODY_BYTES)
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                return
+            if message["type"] == "http.request" and body.add(message):
+                break
         try:
-            tool, arguments = tools.prepare_call(binding, message.params)
-        except tools.CallRefused as exc:
-            await self.reply(200, protocol.error_message(message.id, exc.code, exc.message))
-            return
-        if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
-            await self.start_wait(binding, message, arguments)
-            return
-        seat_before = session.seat_id
-        result = await database_sync_to_async(tools.run_tool)(binding, tool, arguments)
-        await self.reply(200, protocol.result_message(message.id, result))
-        if binding.session.seat_id != seat_before:
-            # The session has a seat now, or another one (checkin): its stream, on
-            # whichever worker, follows.
-            await self.channel_layer.group_send(
-                session_group(session.id), {"type": "session.rebind"}
-            )
+            await self.respond_to(body.value(), body.too_large)
+        except WaitNeedsStream:
+            await self.stream_app(self.scope, _replay(body.value(), self.receive), self.send)
+        except Exception:
+            log.exception("unhandled error in a POST to /mcp")
+            if not self.responded:
+                await self.send_response(
+                    500,
+                    b'{"error": "internal error; see the daemon log"}',
+                    headers=[(b"content-type", b"application/json")],
+                )
+
+    async def send_response(self, status: int, body: bytes, *, headers=()) -> None:
+        self.responded = True
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def start_wait(self, binding, message, arguments) -> None:
+        raise WaitNeedsStream
+
+
+def _replay(body: bytes, receive):
+    """An ASGI receive that gives the body read already, then the client's own messages."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def mcp_application(host: StreamHost):
+    """/mcp: POST by McpPost, the rest (GET streams, DELETE) by McpConsumer."""
+    stream_app = McpConsumer.as_asgi(host=host)
+
+    async def app(scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST":
+            await McpPost(scope, receive, send, host, stream_app).run()
+        else:
+            await stream_app(scope, receive, send)
+
+    return app
+
+
+class McpConsumer(McpExchange, StreamingHttpConsumer):
+    max_body = protocol.MAX_BODY_BYTES
+
+    def __init__(self, *args, host: StreamHost, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.host = host
+        self.session = None
+        self.seat = None
+        self.stream_token = ""
+        self.live_until = None
+        self.streaming = False
+        # False until the stream's Last-Event-ID replay is written: pushes claimed before
+        # would overtake it (the first claim comes after the replay and covers any ring).
+        self.ready = False
+        self.waiter: asyncio.Event | None = None
+
+    async def handle(self, body: bytes, *, too_large: bool) -> None:
+        await self.respond_to(body, too_large)
+
+    send_response = StreamingHttpConsumer.send_response
 
     # -- the wait tool: an SSE response that keeps hearing the seat's doorbell ----
 

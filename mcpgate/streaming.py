@@ -18,14 +18,37 @@ from channels.exceptions import StopConsumer
 log = logging.getLogger("salon.mcp")
 
 
+class RequestBody:
+    """A request's body as its http.request messages bring it; past `limit` bytes it is
+    dropped and only marked too large (the handler answers 413)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.too_large = False
+
+    def add(self, message: dict) -> bool:
+        """Take one http.request message; True once it was the last."""
+        chunk = message.get("body", b"")
+        self._size += len(chunk)
+        if self._size > self.limit:
+            self.too_large = True
+            self._chunks = []
+        elif not self.too_large:
+            self._chunks.append(chunk)
+        return not message.get("more_body")
+
+    def value(self) -> bytes:
+        return b"".join(self._chunks)
+
+
 class StreamingHttpConsumer(AsyncConsumer):
     max_body = 4 * 1024 * 1024
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._body: list[bytes] = []
-        self._size = 0
-        self._too_large = False
+        self._body = RequestBody(self.max_body)
         self.response_started = False
         self.response_finished = False
         self.groups_joined: set[str] = set()
@@ -43,17 +66,10 @@ class StreamingHttpConsumer(AsyncConsumer):
         await handler(message)
 
     async def http_request(self, message):
-        chunk = message.get("body", b"")
-        self._size += len(chunk)
-        if self._size > self.max_body:
-            self._too_large = True
-            self._body = []
-        elif not self._too_large:
-            self._body.append(chunk)
-        if message.get("more_body"):
+        if not self._body.add(message):
             return
         try:
-            await self.handle(b"".join(self._body), too_large=self._too_large)
+            await self.handle(self._body.value(), too_large=self._body.too_large)
         except StopConsumer:
             raise
         except Exception:

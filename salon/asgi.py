@@ -2,7 +2,8 @@
 
 `daemon` (mcpgate.host.StreamHost) owns what the process runs beside its requests: the
 push path, the doorbell, the local line and the companions other apps registered (the
-relay's bridge). `application` routes /mcp to the MCP consumer, the staff's live flow
+relay's bridge). `application` routes /mcp to the MCP endpoint (mcpgate.consumers: a POST
+answered directly, a stream by its consumer), the staff's live flow
 (/admin/live/stream, salon.live) to its consumer behind Django's session and user, and
 everything else to Django. Building them starts nothing; `salon serve` starts the daemon
 as soon as daphne listens, and any first request starts it otherwise (`runserver`,
@@ -24,7 +25,7 @@ from django.core.handlers.exception import convert_exception_to_response  # noqa
 from django.urls import path, re_path  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
-from mcpgate.consumers import McpConsumer  # noqa: E402
+from mcpgate.consumers import mcp_application  # noqa: E402
 from mcpgate.host import StreamHost  # noqa: E402
 from salon.health import asgi_healthz  # noqa: E402
 from salon.live import LiveStream  # noqa: E402
@@ -56,12 +57,12 @@ class LeanHandler(ASGIHandler):
 
 
 notify_application = LeanHandler()
+mcp = mcp_application(daemon)
 
 router = ProtocolTypeRouter(
     {
         "http": URLRouter(
             [
-                path("mcp", McpConsumer.as_asgi(host=daemon)),
                 path("admin/live/stream", AuthMiddlewareStack(LiveStream.as_asgi(host=daemon))),
                 path("notify", notify_application),
                 re_path(r"", django_application),
@@ -74,6 +75,10 @@ router = ProtocolTypeRouter(
 async def application(scope, receive, send):
     if scope["type"] != "lifespan":
         await daemon.start()
-        if scope["type"] == "http" and scope["path"] == "/healthz":
-            return await asgi_healthz(scope, receive, send)  # not through Django: salon.health
+        if scope["type"] == "http":
+            # The two paths every agent and health check hits, routed before the router.
+            if scope["path"] == "/mcp":
+                return await mcp(scope, receive, send)
+            if scope["path"] == "/healthz":
+                return await asgi_healthz(scope, receive, send)  # not through Django
     return await router(scope, receive, send)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import threading
 
 import httpx
@@ -624,3 +626,75 @@ async def test_the_stream_a_send_wrote_to_is_told_so_and_claims_nothing_while_a_
     bells.ring([1, 2], {1: stream})
 
     assert (stream.heard, wait.heard, other.heard) == ([True], [False], [False])
+
+
+# ------------------------------------------------------------------ a POST without a consumer
+
+
+async def _post(app, body: dict, headers: dict[str, str]):
+    from asgiref.testing import ApplicationCommunicator
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "query_string": b"label=lean",
+        "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+    }
+    call = ApplicationCommunicator(app, scope)
+    await call.send_input(
+        {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+    )
+    start = await call.receive_output(5)
+    answer = await call.receive_output(5)
+    return start, answer, call
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("REDIS_URL")), reason="counts the in-process layer's channels: SQLite pass"
+)
+@pytest.mark.django_db(transaction=True)
+async def test_a_post_is_answered_without_a_channel_on_the_layer_and_a_wait_gets_one():
+    """A POST to /mcp opens no channel on the layer (a consumer per POST cost one, two
+    receiving tasks and a dispatch loop); a `wait` call, which must hear its seat's
+    doorbell, is handed to the stream consumer with its body, and has one."""
+    from mcpgate.consumers import mcp_application
+    from mcpgate.host import StreamHost
+    from tests.mcp_helpers import ACCEPT_BOTH, initialize_message
+
+    host = StreamHost(serve_line=False)
+    app = mcp_application(host)
+    headers = {"host": "127.0.0.1", "accept": ACCEPT_BOTH, "content-type": "application/json"}
+    try:
+        start, _, _ = await _post(app, initialize_message(), headers)
+        session = dict(start["headers"])[b"mcp-session-id"].decode()
+        headers["mcp-session-id"] = session
+        calls = [
+            {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+             "params": {"name": "rooms", "arguments": {}}},
+        ]  # fmt: skip
+        answers = []
+
+        async def post_all():
+            for call in calls:
+                answers.append(await _post(app, call, headers))
+
+        # The layer's channels, sampled at every event-loop turn while the POSTs run.
+        channels_during_posts = await _counts_between(lambda: len(host.layer.channels), post_all())
+
+        wait = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                "params": {"name": "wait", "arguments": {"timeout": 1}}}  # fmt: skip
+        wait_start, _, waiting = await _post(app, wait, headers)
+        channels_while_waiting = dict(host.layer.channels)
+        await waiting.wait(5)
+    finally:
+        await host.stop()
+
+    assert [start["status"] for start, _, _ in answers] == [200, 200]
+    assert json.loads(answers[0][1]["body"]) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert "mine" in json.loads(answers[1][1]["body"])["result"]["structuredContent"]
+    assert set(channels_during_posts) == {0}
+    assert wait_start["status"] == 200
+    assert dict(wait_start["headers"])[b"content-type"] == b"text/event-stream"
+    assert len(channels_while_waiting) == 1
