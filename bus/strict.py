@@ -217,6 +217,17 @@ def bearer_token(authorization: str | None) -> str | None:
     return token
 
 
+def asgi_headers(scope) -> dict[str, str]:
+    """An ASGI request's headers by lower-case name; a header sent twice is joined with
+    ", " as HTTP joins repeated fields (so a second Host cannot hide behind the first)."""
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
+
+
 def _bare_host(value: str) -> str:
     """'example.org:9315' → 'example.org'; '[::1]:9315' → '::1'; a bare IPv6 stays."""
     if value.startswith("["):

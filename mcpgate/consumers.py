@@ -57,15 +57,6 @@ def session_group(session_id: str) -> str:
     return f"mcpsession.{session_id}"
 
 
-def _headers(scope) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for name, value in scope.get("headers", []):
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    return headers
-
-
 class WaitNeedsStream(Exception):
     """A POST turned out to be a `wait` call, which needs a stream consumer (McpPost)."""
 
@@ -84,7 +75,7 @@ class McpExchange:
         """Answer the request; every refusal is a JSON-RPC error with its HTTP status."""
         await self.host.start()
         started = time.perf_counter()
-        self.headers = _headers(self.scope)
+        self.headers = strict.asgi_headers(self.scope)
         self.query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         method = self.scope["method"]
         try:

@@ -19,24 +19,25 @@ log = logging.getLogger("salon.mcp")
 
 
 class RequestBody:
-    """A request's body as its http.request messages bring it; past `limit` bytes it is
-    dropped and only marked too large (the handler answers 413)."""
+    """A request's body as its http.request messages bring it: its first `limit` bytes are
+    kept, the rest only counted (`too_large`: the handler answers 413)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._chunks: list[bytes] = []
-        self._size = 0
+        self._kept = 0
         self.too_large = False
 
     def add(self, message: dict) -> bool:
         """Take one http.request message; True once it was the last."""
         chunk = message.get("body", b"")
-        self._size += len(chunk)
-        if self._size > self.limit:
+        room = self.limit - self._kept
+        if len(chunk) > room:
             self.too_large = True
-            self._chunks = []
-        elif not self.too_large:
+            chunk = chunk[:room]
+        if chunk:
             self._chunks.append(chunk)
+            self._kept += len(chunk)
         return not message.get("more_body")
 
     def value(self) -> bytes:

@@ -4,13 +4,14 @@ A thin adapter: relay.webhook checks the envelope, bus.services stores the entry
 202 is returned only after the entry's transaction has committed; the push to live
 streams follows on the commit's doorbell. Every refusal is JSON `{"error": …}` with the
 lists a caller needs to fix it (`rooms`, `names`, `field`); no traceback ever reaches
-the caller.
+the caller. `answer(Posted)` is the whole of it, for either transport: the daemon's own
+ASGI path (salon.lean) and Django's view below (its test client, WSGI).
 
 Concurrent requests are stored in one transaction (GroupCommit below: group commit),
 each acknowledged only once that transaction has committed.
 
-The view is async, and all of its work (the token check, the body, the send) runs on
-the one thread every Channels consumer uses for the database. Django's ASGI handler
+All of its work (the token check, the body, the send) runs on the one thread every
+Channels consumer uses for the database. Django's ASGI handler
 would run a sync view in a new thread per request, and a new thread is a new database
 connection: on SQLite those threads fought the consumers' thread for the write lock
 (POST -> event p99 of 4-11 s under 8 concurrent posters), on PostgreSQL each /notify
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
 from channels.db import database_sync_to_async
@@ -44,9 +46,39 @@ from relay.webhook import (
 
 log = logging.getLogger("salon.relay")
 
+NOT_POST = "/notify takes POST, not {method}: POST a JSON body to /notify?label=<sender>"
 
-def _error(status: int, message: str, **extra) -> JsonResponse:
-    response = JsonResponse({"error": message, **extra}, status=status)
+
+@dataclass
+class Posted:
+    """A POST to /notify as the webhook reads it, whichever transport brought it: Django's
+    request (the test client, WSGI) or the daemon's own ASGI path (salon.lean)."""
+
+    label: str
+    content_length: str | None
+    authorization: str | None
+    content_type: str | None
+    body: bytes  # at most MAX_BODY_BYTES + 1: one byte over tells a body too large
+    remote_addr: str = ""
+
+    @classmethod
+    def from_request(cls, request) -> Posted:
+        return cls(
+            label=request.GET.get("label", ""),
+            content_length=request.META.get("CONTENT_LENGTH"),
+            authorization=request.META.get("HTTP_AUTHORIZATION"),
+            content_type=request.META.get("CONTENT_TYPE"),
+            body=request.read(MAX_BODY_BYTES + 1),
+            remote_addr=request.META.get("REMOTE_ADDR") or "",
+        )
+
+
+Answer = tuple[int, dict]  # HTTP status, JSON body
+
+
+def json_response(answer: Answer) -> JsonResponse:
+    status, body = answer
+    response = JsonResponse(body, status=status)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="agent-salon"'
     return response
@@ -54,23 +86,25 @@ def _error(status: int, message: str, **extra) -> JsonResponse:
 
 @csrf_exempt
 async def notify(request):
+    """/notify through Django (its test client, WSGI); the daemon serves it in salon.lean."""
     if request.method != "POST":
-        response = _error(
-            405,
-            f"/notify takes POST, not {request.method[:16]}: "
-            "POST a JSON body to /notify?label=<sender>",
-        )
+        response = json_response((405, {"error": NOT_POST.format(method=request.method[:16])}))
         response["Allow"] = "POST"
         return response
+    return json_response(await answer(Posted.from_request(request)))
+
+
+async def answer(posted: Posted) -> Answer:
+    """Store the posted entry, or refuse it; the answer comes once it is committed."""
     if getattr(AsyncToSync.executors, "current", None) is not None:
         # Sync code waits above us (Django's test client, WSGI): its thread, its transaction.
-        return await sync_to_async(_answer)(request)
+        return await sync_to_async(_answer)(posted)
     if connection.vendor != "sqlite":
         # PostgreSQL: no batching. Its workers write at once, and a batch would hold the
         # row locks of every room it wrote to until its commit, taken in arrival order
         # (two workers' batches could deadlock); SQLite has one writer at a time anyway.
-        return await on_database_thread(_answer, request)
-    return await group_commit.submit(request)
+        return await on_database_thread(_answer, posted)
+    return await group_commit.submit(posted)
 
 
 # Requests stored in one transaction at most: bounds how long one batch holds the write
@@ -95,13 +129,13 @@ class GroupCommit:
     """
 
     def __init__(self) -> None:
-        self._pending: list[tuple[object, asyncio.Future]] = []
+        self._pending: list[tuple[Posted, asyncio.Future]] = []
         self._task: asyncio.Task | None = None
 
-    async def submit(self, request):
+    async def submit(self, posted: Posted) -> Answer:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._pending.append((request, future))
+        self._pending.append((posted, future))
         if self._task is None or self._task.done() or self._task.get_loop() is not loop:
             self._task = loop.create_task(self._run())
         return await future
@@ -111,39 +145,39 @@ class GroupCommit:
             batch = self._pending[:BATCH_LIMIT]
             del self._pending[:BATCH_LIMIT]
             try:
-                responses = await on_database_thread(_answer_batch, [r for r, _ in batch])
+                answers = await on_database_thread(_answer_batch, [p for p, _ in batch])
             except Exception:  # never raised by _answer_batch; a safety net all the same
                 log.exception("/notify batch of %d failed", len(batch))
-                responses = [_commit_failed() for _ in batch]
-            for (_, future), response in zip(batch, responses, strict=True):
+                answers = [_commit_failed() for _ in batch]
+            for (_, future), answered in zip(batch, answers, strict=True):
                 if not future.done():
-                    future.set_result(response)
+                    future.set_result(answered)
 
 
 group_commit = GroupCommit()
 
 
-def _commit_failed() -> JsonResponse:
-    return _error(500, "internal error while storing the entry; the daemon log has the detail")
+def _commit_failed() -> Answer:
+    return 500, {"error": "internal error while storing the entry; the daemon log has the detail"}
 
 
-def _answer_batch(requests: list) -> list[JsonResponse]:
+def _answer_batch(batch: list[Posted]) -> list[Answer]:
     """Every request in a savepoint of one transaction; their answers once it committed."""
     committed: list[bool] = []
-    responses: list[JsonResponse] = []
+    answers: list[Answer] = []
     try:
         with transaction.atomic():
             # First of the after-commit callbacks: it runs once the commit has succeeded,
             # before the requests' own (the doorbells), whatever those do.
             transaction.on_commit(lambda: committed.append(True))
-            responses = [_answer(request) for request in requests]
+            answers = [_answer(posted) for posted in batch]
     except Exception:
         if committed:  # stored; a callback after the commit failed: the answers stand
             log.exception("/notify: an after-commit callback of a batch failed")
-            return responses
-        log.exception("/notify: the commit of a batch of %d failed", len(requests))
-        return [_commit_failed() for _ in requests]  # none of them was stored
-    return responses
+            return answers
+        log.exception("/notify: the commit of a batch of %d failed", len(batch))
+        return [_commit_failed() for _ in batch]  # none of them was stored
+    return answers
 
 
 async def on_database_thread(func, *args):
@@ -164,21 +198,21 @@ async def on_database_thread(func, *args):
     return await on_thread(*args)
 
 
-def _answer(request) -> JsonResponse:
+def _answer(posted: Posted) -> Answer:
     try:
         # Its own savepoint inside a batch (its own transaction otherwise): whatever fails
         # takes back this request's writes only.
         with transaction.atomic():
-            return _notify(request)
+            return _notify(posted)
     except NotifyError as exc:
-        return _error(exc.status, exc.message, **exc.extra)
+        return exc.status, exc.body()
     except Exception:  # never a traceback to the caller; the log has it
         log.exception("/notify failed")
         return _commit_failed()
 
 
-def _notify(request) -> JsonResponse:
-    label = request.GET.get("label", "")
+def _notify(posted: Posted) -> Answer:
+    label = posted.label
     if not label:
         raise NotifyError(
             400,
@@ -190,16 +224,14 @@ def _notify(request) -> JsonResponse:
         label = rules.validate_name(label, "label")
     except rules.RuleError as exc:
         raise NotifyError(400, str(exc), field="label") from None
-    check_size(request.META.get("CONTENT_LENGTH"))
+    check_size(posted.content_length)
     problem = services.tokens.token_problem(
-        label=label, token=strict.bearer_token(request.META.get("HTTP_AUTHORIZATION"))
+        label=label, token=strict.bearer_token(posted.authorization)
     )
     if problem:
         raise NotifyError(401, problem)
-    check_content_type(request.META.get("CONTENT_TYPE"))
-    # One byte over the limit tells a body without Content-Length (chunked) that is too big.
-    body = request.read(MAX_BODY_BYTES + 1)
-    note = parse_notify(decode(body))
+    check_content_type(posted.content_type)
+    note = parse_notify(decode(posted.body))
 
     try:
         # One transaction: a refused send leaves no seat behind for the label either.
@@ -217,7 +249,7 @@ def _notify(request) -> JsonResponse:
                 re=note.re,
                 meta=note.meta,
                 via="notify",
-                sender_addr=(request.META.get("REMOTE_ADDR") or "")[:64],
+                sender_addr=posted.remote_addr[:64],
             )
     except rules.UnknownRoom as exc:
         raise NotifyError(404, str(exc), rooms=exc.rooms) from None
@@ -227,4 +259,4 @@ def _notify(request) -> JsonResponse:
         raise NotifyError(422, str(exc)) from None
     # The 202 leaves only once the transaction around this has committed (the request's
     # own, or its batch's: GroupCommit), so the entry is durable before it does.
-    return JsonResponse(report, status=202)
+    return 202, report

@@ -20,43 +20,17 @@ django_application = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.core.handlers.asgi import ASGIHandler  # noqa: E402
-from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
-from django.utils.module_loading import import_string  # noqa: E402
 
 from mcpgate.consumers import mcp_application  # noqa: E402
 from mcpgate.host import StreamHost  # noqa: E402
 from salon.health import asgi_healthz  # noqa: E402
+from salon.lean import asgi_notify  # noqa: E402
 from salon.live import LiveStream  # noqa: E402
 
 daemon = StreamHost(run_companions=True)
 
 
-class LeanHandler(ASGIHandler):
-    """Django's ASGI handler with the middleware /notify needs, all of it async: the
-    Host/Origin check, the request timing, and the response headers of the full chain
-    (salon.middleware.InlineHeadersMiddleware). /notify has no session, user, messages
-    or CSRF (a webhook, csrf_exempt, token in a header); through the full chain each of
-    those MiddlewareMixin classes cost two thread hops per request."""
-
-    MIDDLEWARE = (
-        "salon.middleware.HostOriginMiddleware",
-        "salon.metrics.RequestTimingMiddleware",
-        "salon.middleware.InlineHeadersMiddleware",
-    )
-
-    def load_middleware(self, is_async=False):
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        handler = convert_exception_to_response(self._get_response_async)
-        for middleware_path in reversed(self.MIDDLEWARE):
-            handler = convert_exception_to_response(import_string(middleware_path)(handler))
-        self._middleware_chain = handler
-
-
-notify_application = LeanHandler()
 mcp = mcp_application(daemon)
 
 router = ProtocolTypeRouter(
@@ -64,7 +38,6 @@ router = ProtocolTypeRouter(
         "http": URLRouter(
             [
                 path("admin/live/stream", AuthMiddlewareStack(LiveStream.as_asgi(host=daemon))),
-                path("notify", notify_application),
                 re_path(r"", django_application),
             ]
         ),
@@ -76,9 +49,11 @@ async def application(scope, receive, send):
     if scope["type"] != "lifespan":
         await daemon.start()
         if scope["type"] == "http":
-            # The two paths every agent and health check hits, routed before the router.
+            # The paths agents, scripts and health checks hit, routed before the router.
             if scope["path"] == "/mcp":
                 return await mcp(scope, receive, send)
             if scope["path"] == "/healthz":
                 return await asgi_healthz(scope, receive, send)  # not through Django
+            if scope["path"] == "/notify":
+                return await asgi_notify(scope, receive, send)  # nor this (salon.lean)
     return await router(scope, receive, send)

@@ -6,7 +6,7 @@ Through Django, /healthz cost the daemon ~7 ms of CPU per request (bench side_by
 which opened a new database connection (with its PRAGMAs) every time, and the whole
 middleware chain ran around a `SELECT 1`. Here the answer is built on the event loop:
 
-* the Host/Origin rule is the same one (salon.middleware.refusal, bus.strict);
+* the Host/Origin rule is the same one (salon.lean.refusal, bus.strict);
 * the database check (`SELECT 1` on a connection opened for it, then closed, so that a
   database that went away is seen as gone) runs on one thread of its own, **at most once
   a second**: a success is reused for up to MAX_AGE seconds, a failure never is (every
@@ -28,19 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 
+from bus import strict
+from salon import lean
 from salon.store import STORE_HEADER
 
 MAX_AGE = 1.0  # seconds a successful database check is reused
 
 STORE_HEADER_BYTES = STORE_HEADER.lower().encode()
-
-# What Django's SecurityMiddleware and XFrameOptionsMiddleware add to every answer.
-_COMMON_HEADERS = [
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-]
 
 
 def database_problem() -> str | None:
@@ -98,38 +92,13 @@ class Health:
 health = Health()
 
 
-def _headers(scope) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for name, value in scope.get("headers", ()):
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    return headers
-
-
-def _refusal(headers: dict[str, str]) -> tuple[int, str] | None:
-    """salon.middleware.refusal's rule, for a path that is not the relay's."""
-    from django.conf import settings
-    from django.http.request import split_domain_port
-
-    from bus import strict
-
-    host = headers.get("host")
-    problem = strict.host_origin_problem(host, headers.get("origin"), settings.MCP_ALLOWED_HOSTS)
-    if problem is not None:
-        return 403, problem
-    if host is not None and not split_domain_port(host)[0]:
-        return 400, f"Host {strict.shown(host, 100)} is not a valid host name"
-    return None
-
-
 async def asgi_healthz(scope, receive, send) -> None:
     """GET/HEAD /healthz: {"ok": true, "db": "ok"}, or 503 {"ok": false, "db": why}."""
     from mcpgate.metrics import REQUEST_SECONDS
 
     started = time.perf_counter()
     headers = [(b"content-type", b"application/json")]
-    refused = _refusal(_headers(scope))
+    refused = lean.refusal(strict.asgi_headers(scope))
     if refused is not None:
         status, body = refused[0], json.dumps({"error": refused[1]}).encode()
     elif scope.get("method") not in ("GET", "HEAD"):
@@ -143,7 +112,7 @@ async def asgi_healthz(scope, receive, send) -> None:
             headers.append((STORE_HEADER_BYTES, settings.STORE_FINGERPRINT.encode()))
         else:
             status, body = 503, json.dumps({"ok": False, "db": problem}).encode()
-    headers += [(b"content-length", str(len(body)).encode()), *_COMMON_HEADERS]
+    headers += [(b"content-length", str(len(body)).encode()), *lean.COMMON_HEADERS]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     if scope.get("method") == "HEAD":
         body = b""

@@ -484,7 +484,7 @@ def test_over_a_real_daemon_a_chunked_body_over_4_mib_is_413(daemon):
 
 @pytest.mark.slow
 def test_over_a_real_daemon_notify_keeps_the_full_chains_headers_and_host_check(daemon):
-    """/notify runs on a lean middleware chain (salon.asgi.LeanHandler): the same answer
+    """The daemon answers /notify without Django's handler (salon.lean): the same answer
     headers as every other Django path, and the same Host/Origin refusal."""
     posted = httpx.post(daemon.url + "/notify?label=ci", json={"content": "h"}, timeout=10)
     other = httpx.get(daemon.url + "/metrics", timeout=10)
@@ -532,9 +532,15 @@ def test_over_a_real_daemon_concurrent_posts_are_each_stored_once(daemon, env):
 def _notify_requests(bodies, label="ci"):
     from django.test import RequestFactory
 
+    from relay.views import Posted
+
     factory = RequestFactory()
     return [
-        factory.post(f"/notify?label={label}", data=json.dumps(b), content_type="application/json")
+        Posted.from_request(
+            factory.post(
+                f"/notify?label={label}", data=json.dumps(b), content_type="application/json"
+            )
+        )
         for b in bodies
     ]
 
@@ -575,10 +581,10 @@ def test_concurrent_posts_share_one_transaction_and_a_refused_one_rolls_back_alo
     responses = _submit_all(_notify_requests(bodies), batches)
 
     assert batches == [5]  # one transaction for the five
-    assert [r.status_code for r in responses] == [202, 202, 404, 202, 202]
+    assert [status for status, _ in responses] == [202, 202, 404, 202, 202]
     stored = list(Entry.objects.order_by("seq").values_list("content", flat=True))
     assert stored == ["n0", "n1", "n3", "n4"]
-    assert [json.loads(r.content)["id"] for r in responses if r.status_code == 202] == [
+    assert [body["id"] for status, body in responses if status == 202] == [
         str(i) for i in Entry.objects.order_by("seq").values_list("id", flat=True)
     ]
 
@@ -598,7 +604,7 @@ def test_when_a_batchs_commit_fails_no_request_of_it_is_acknowledged_or_stored(m
     )
     monkeypatch.undo()
 
-    assert [r.status_code for r in responses] == [500, 500, 500]
+    assert [status for status, _ in responses] == [500, 500, 500]
     assert not Entry.objects.exists()
 
 
@@ -619,5 +625,42 @@ def test_a_batch_stored_is_acknowledged_even_if_an_after_commit_callback_fails(m
     finally:
         signals.entry_stored.disconnect(broken)
 
-    assert [r.status_code for r in responses] == [202, 202, 202]
+    assert [status for status, _ in responses] == [202, 202, 202]
     assert Entry.objects.count() == 3
+
+
+# What a refusal says depends on nothing the store holds: the daemon's own path
+# (salon.lean) and the Django view must say it alike, status, headers and body.
+REFUSALS = {
+    "no label": {"label": None, "body": {"content": "x"}},
+    "a label that is no name": {"label": "bad%20name", "body": {"content": "x"}},
+    "form data": {"raw": "content=x", "content_type": "application/x-www-form-urlencoded"},
+    "not JSON": {"raw": "{not json"},
+    "a number for content": {"body": {"content": 5}},
+    "an unknown field": {"body": {"content": "x", "romo": "team"}},
+    "latin-1": {"raw": "{}", "content_type": "application/json; charset=latin-1"},
+    "a body over 4 MiB": {"raw": '"' + "x" * (4 * 1024 * 1024) + '"'},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_the_daemons_own_notify_path_refuses_as_the_django_view_does(case, daemon, client):
+    spec = dict(REFUSALS[case])
+    label = spec.pop("label", "ci")
+    raw = spec.get("raw")
+    content_type = spec.get("content_type", "application/json")
+    data = raw if raw is not None else json.dumps(spec["body"])
+    query = "" if label is None else f"?label={label}"
+
+    through_django = client.post("/notify" + query, data=data, content_type=content_type)
+    through_daemon = httpx.post(
+        f"{daemon.url}/notify{query}",
+        content=data.encode(),
+        headers={"content-type": content_type},
+        timeout=30,
+    )
+
+    assert through_daemon.status_code == through_django.status_code
+    assert through_daemon.json() == through_django.json()
+    assert through_daemon.headers["content-type"] == through_django["Content-Type"]
