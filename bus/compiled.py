@@ -10,7 +10,8 @@ select_related caches it. A CompiledInsert does the same for the rows a send wri
 entry, its wake rows, its decision counts): the INSERT is the ORM's, written once per
 connection and row count, and each row's values are the ORM's own (pre_save, then
 get_db_prep_save, by the compiler's methods). The ORM stays the one author of the SQL
-and of the values.
+and of the values. `columns` and `model_from_row` do the same for a statement written
+out (a join the ORM would compile on every call): its SELECT list, and its rows as models.
 """
 
 from __future__ import annotations
@@ -181,3 +182,24 @@ class _InsertShape:
     def run(self, objs: list[Model]) -> None:
         with self.conn.cursor() as cursor:
             cursor.execute(self.sql, self.params(objs))
+
+
+def columns(model: type[Model], alias: str) -> str:
+    """Every concrete column of `model`, in field order, as `alias`.<column>: the SELECT
+    list whose rows model_from_row reads."""
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    return ", ".join(f"{alias}.{quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+def model_from_row(model: type[Model], row) -> Model:
+    """A `model` instance from a row of columns(model, …), each value through the ORM's
+    converters, as a queryset would have read it."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    fields = model._meta.concrete_fields
+    values = []
+    for field, value in zip(fields, row, strict=True):
+        column = field.get_col(model._meta.db_table)
+        for convert in conn.ops.get_db_converters(column) + field.get_db_converters(conn):
+            value = convert(value, column, conn)
+        values.append(value)
+    return model.from_db(DEFAULT_DB_ALIAS, [f.attname for f in fields], values)

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
+import threading
 import time
 from collections import deque
 from typing import Protocol
@@ -203,6 +205,41 @@ async def write_pushes(
 
 # ------------------------------------------------------------------ the outbox
 
+
+class LoopCalls:
+    """Calls made from another thread (the database thread, after a commit) to run on the
+    event loop, in the order made, with one wake-up of the loop for all that are made
+    before it runs them. Each call_soon_threadsafe wakes the loop through its self-pipe
+    (a write, a wake-up and a GIL hand-over); a send's commit made three."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._calls: list = []
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def soon(self, call, *args) -> None:
+        with self._lock:
+            self._calls.append((call, args))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        # In a fresh context: this runs on the database thread, inside asgiref's
+        # executor, and a task started in its context (the claimer's) would have its own
+        # database calls refused as a deadlock.
+        self.loop.call_soon_threadsafe(self._run, context=contextvars.Context())
+
+    def _run(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, []
+            self._scheduled = False
+        for call, args in calls:
+            try:
+                call(*args)
+            except Exception:  # one failed call does not keep the others from running
+                log.exception("a call handed to the event loop failed")
+
+
 Outgoing = tuple[Stream, list[Push], dict | None]  # a stream, its pushes, a notice after
 
 
@@ -215,21 +252,25 @@ class Outbox:
     event ids. One task on the event loop writes them in that order, WRITE_BATCH streams
     per loop turn, so the first streams' bytes leave while the rest are written."""
 
-    def __init__(self, records: DeliveryRecords) -> None:
+    def __init__(self, records: DeliveryRecords, calls: LoopCalls | None = None) -> None:
         self.records = records
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.calls = calls or LoopCalls()
         self._items: deque[Outgoing] = deque()
         self._task: asyncio.Task | None = None
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self.calls.loop
+
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self.calls.loop = loop
 
     def put(self, items: list[Outgoing]) -> None:
         """From any thread: write these after everything put before them."""
         if not items:
             return
         self._items.extend(items)
-        self.loop.call_soon_threadsafe(self._start)
+        self.calls.soon(self._start)
 
     def _start(self) -> None:
         if self._task is None or self._task.done():

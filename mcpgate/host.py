@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import contextvars
 import json
 import logging
 import os
@@ -255,7 +254,8 @@ class LineServer:
 class StreamHost:
     def __init__(self, *, serve_line: bool = True, run_companions: bool = False) -> None:
         self.records = delivery.DeliveryRecords()
-        self.outbox = delivery.Outbox(self.records)
+        self.calls = delivery.LoopCalls()  # from the database thread, after a commit
+        self.outbox = delivery.Outbox(self.records, self.calls)
         self.claimer = delivery.Claimer(self.outbox)
         # The open HTTP stream of each seat whose pushes a send in this process may claim
         # and write itself (bus.bell.Pusher): changed on the event loop, read by sends on
@@ -269,6 +269,7 @@ class StreamHost:
         self.listener = bell.Listener(self.heard, stored=self.board.ring)
         self.recent = RecentRings()
         self.store = own_store()
+        self.peers = local.ServerList(self.store)  # the other servers a send rings
         self.line = LineServer(self.store, settings.SETTINGS_KEY, self.answer, self.listener.hear)
         self.serve_line = serve_line
         self.run_companions = run_companions  # a daemon starts the registered companions
@@ -349,13 +350,9 @@ class StreamHost:
         pushed = self._just_pushed.pop(str(entry_id), {})
         if self.loop is None or self.loop.is_closed():
             return
-        # In a fresh context: this runs on the sending thread, inside asgiref's database
-        # executor, and a task started in its context (the claimer's, rung from here)
-        # would have its own database calls refused as a deadlock.
-        self.loop.call_soon_threadsafe(
-            self._ring_here, seat_ids, pushed, context=contextvars.Context()
-        )
-        self.loop.call_soon_threadsafe(self.board.ring)  # sooner than the listener's look
+        # With the pushes this commit put in the outbox: one wake-up of the loop for all.
+        self.calls.soon(self._ring_here, seat_ids, pushed)
+        self.calls.soon(self.board.ring)  # sooner than the listener's look
         if not settings.DATABASE_URL:
             self._ring_line(entry_id, seat_ids)
 
@@ -367,7 +364,9 @@ class StreamHost:
     def _ring_line(self, entry_id: str, seat_ids: list[int]) -> None:
         """Fire and forget: a connect and a write per server of the store, no waiting."""
         try:
-            local.ring(self.store, entry_id, seat_ids, skip=self.line.path)
+            local.ring(
+                self.store, entry_id, seat_ids, skip=self.line.path, paths=self.peers.current()
+            )
         except OSError:
             log.warning("could not ring the other servers of the store", exc_info=True)
 

@@ -40,6 +40,7 @@ import os
 import socket
 import stat
 import struct
+import time
 import zlib
 
 WIRE_VERSION = 1
@@ -120,6 +121,31 @@ def servers(store: str) -> list[str]:
                 except OSError:
                     continue
     return [path for _, path in sorted(found, reverse=True)]
+
+
+class ServerList:
+    """servers(store), listed again only when the runtime directory changed (a server's
+    socket made or removed moves its mtime) or a second has passed: a daemon rings the
+    other servers of its store after every send, and listing the directory each time
+    cost it an open, two reads and a stat per socket."""
+
+    MAX_AGE = 1.0
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        self._stamp: int | None = None
+        self._listed_at = float("-inf")
+        self._paths: list[str] = []
+
+    def current(self) -> list[str]:
+        try:
+            stamp = os.stat(runtime_dir()).st_mtime_ns
+        except OSError:
+            return []
+        now = time.monotonic()
+        if stamp != self._stamp or now - self._listed_at > self.MAX_AGE:
+            self._paths, self._stamp, self._listed_at = servers(self.store), stamp, now
+        return self._paths
 
 
 def greets(path: str) -> bool:
@@ -211,17 +237,26 @@ def same_user(sock: socket.socket) -> bool:
     return uid in (os.getuid(), 0)
 
 
-def ring(store: str, entry_id: str, seat_ids: list[int], *, skip: str | None = None) -> int:
+def ring(
+    store: str,
+    entry_id: str,
+    seat_ids: list[int],
+    *,
+    skip: str | None = None,
+    paths: list[str] | None = None,
+) -> int:
     """Tell every running server of the store (but `skip`, the caller's own socket) that
     `entry_id` waits for `seat_ids`. Fire and forget: a ring that does not arrive costs
-    latency, never the entry (the servers' listeners poll). Returns how many were told."""
+    latency, never the entry (the servers' listeners poll). `paths`: the servers' sockets,
+    when the caller knows them (ServerList). Returns how many were told."""
+    others = [path for path in (servers(store) if paths is None else paths) if path != skip]
+    if not others:
+        return 0
     body = json.dumps(
         {"v": WIRE_VERSION, "store": store, "ring": {"entry": entry_id, "seats": seat_ids}}
     ).encode()
     told = 0
-    for path in servers(store):
-        if path == skip:
-            continue
+    for path in others:
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             client.settimeout(CONNECT_SECONDS)

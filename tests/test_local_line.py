@@ -465,3 +465,24 @@ def test_ctrl_c_on_salon_stops_a_command_waiting_for_its_text(env, server, no_dj
     assert waiting.returncode == 130, err  # as a cold `salon send` interrupted exits
     assert "Traceback" not in err
     assert query_store(env, "SELECT count(*) FROM bus_entry") == [(0,)]
+
+
+def test_the_server_list_a_daemon_rings_sees_a_server_come_and_go(short_tmp, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(short_tmp))
+    store = os.path.join(short_tmp, "salon.db")
+    os.makedirs(local.runtime_dir(), mode=0o700)
+    listed = local.ServerList(store)
+    assert listed.current() == []
+
+    path = local.socket_path(store, pid=4242)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    try:
+        assert listed.current() == [path]  # made: the directory changed
+        other = local.socket_path(os.path.join(short_tmp, "other.db"), pid=4243)
+        Path(other).touch()
+        assert listed.current() == [path]  # another store's server is not ours
+    finally:
+        server.close()
+        os.unlink(path)
+    assert listed.current() == []  # removed

@@ -698,3 +698,30 @@ async def test_a_post_is_answered_without_a_channel_on_the_layer_and_a_wait_gets
     assert wait_start["status"] == 200
     assert dict(wait_start["headers"])[b"content-type"] == b"text/event-stream"
     assert len(channels_while_waiting) == 1
+
+
+async def test_calls_from_the_database_thread_wake_the_loop_once_and_run_in_order():
+    """A send's commit hands the loop its pushes, its rings and the live view's ring:
+    each call_soon_threadsafe wrote a byte to the loop's self-pipe (a wake-up and a GIL
+    hand-over each); calls made before the loop runs them share one."""
+    import socket
+
+    from mcpgate import delivery
+
+    loop = asyncio.get_running_loop()
+    calls = delivery.LoopCalls()
+    calls.loop = loop
+    ran: list[int] = []
+
+    def from_the_database_thread():
+        for n in range(100):
+            calls.soon(ran.append, n)
+
+    thread = threading.Thread(target=from_the_database_thread)
+    thread.start()
+    thread.join()  # the loop is held here: nothing has run yet
+    waiting = loop._ssock.recv(4096, socket.MSG_PEEK)  # the self-pipe's unread wake-ups
+    await asyncio.sleep(0)
+
+    assert ran == list(range(100))
+    assert waiting == b"\0"

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from uuid import UUID
 
 from django.conf import settings
@@ -96,7 +97,7 @@ def send_entry(
         entry.signature = signing.sign_entry(entry)
         decided = _decide(entry, room_row, seat, re_entry, ts, roster=roster)
         _record(entry, decided, sender=seat)
-        Seat.objects.filter(pk=seat.pk).update(last_wrote=ts, last_seen=ts)
+        _mark_wrote(seat, ts)
         wakes, notices = decided.wakes, decided.notices
 
     report = wire.send_report(entry, seat, wakes, notices)
@@ -207,6 +208,16 @@ def _next_seq(room: Room) -> int:
     return row[0]
 
 
+def _mark_wrote(seat: Seat, at: datetime) -> None:
+    """The sender's sign of life, in the send's transaction (every send: written out)."""
+    value = connection.ops.adapt_datetimefield_value(at)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Seat._meta.db_table} SET last_wrote = %s, last_seen = %s WHERE id = %s",
+            [value, value, seat.pk],
+        )
+
+
 def _to_ms(ts: datetime) -> datetime:
     return ts.replace(microsecond=ts.microsecond // 1000 * 1000)
 
@@ -243,21 +254,10 @@ def _known_names(roster: list[Reader]) -> list[str]:
 class Reader:
     """What the wake decisions read of a seat of the room: the few columns they need,
     without a model instance (loading a Membership, Seat and Agent per reader, with every
-    datetime column parsed, was most of a send's CPU: bench/RESULTS.md). The methods are
-    Seat's own, so the rules stay in one place."""
-
-    __slots__ = (
-        "agent_name",
-        "current",
-        "hook_seen_at",
-        "last_seen",
-        "live_until",
-        "name",
-        "pk",
-        "quiet",
-        "quiet_until",
-        "signed_off_at",
-    )
+    datetime column parsed, was most of a send's CPU: bench/RESULTS.md). A datetime
+    column is parsed when a decision first reads it: an entry addressed to one seat of a
+    hundred reads the liveness of that one. The methods are Seat's own, so the rules stay
+    in one place."""
 
     def __init__(self, row: tuple) -> None:
         (
@@ -265,28 +265,47 @@ class Reader:
             self.name,
             self.agent_name,
             quiet,
-            quiet_until,
-            live_until,
-            last_seen,
-            signed_off_at,
-            hook_seen_at,
+            self._quiet_until,
+            self._live_until,
+            self._last_seen,
+            self._signed_off_at,
+            self._hook_seen_at,
             left_at,
         ) = row
         self.quiet = bool(quiet)
-        self.quiet_until = _stored_datetime(quiet_until)
-        self.live_until = _stored_datetime(live_until)
-        self.last_seen = _stored_datetime(last_seen)
-        self.signed_off_at = _stored_datetime(signed_off_at)
-        self.hook_seen_at = _stored_datetime(hook_seen_at)
         self.current = left_at is None
+
+    @cached_property
+    def quiet_until(self) -> datetime | None:
+        return _stored_datetime(self._quiet_until)
+
+    @cached_property
+    def live_until(self) -> datetime | None:
+        return _stored_datetime(self._live_until)
+
+    @cached_property
+    def last_seen(self) -> datetime | None:
+        return _stored_datetime(self._last_seen)
+
+    @cached_property
+    def signed_off_at(self) -> datetime | None:
+        return _stored_datetime(self._signed_off_at)
+
+    @cached_property
+    def hook_seen_at(self) -> datetime | None:
+        return _stored_datetime(self._hook_seen_at)
 
     liveness = Seat.liveness
     is_quiet = Seat.is_quiet
     listener = Seat.listener
 
     def facts(self) -> rules.SeatFacts:
+        # quiet_until means nothing while the quiet flag is off (rules.quiet_active).
         return rules.SeatFacts(
-            seat=self.name, agent=self.agent_name, quiet=self.quiet, quiet_until=self.quiet_until
+            seat=self.name,
+            agent=self.agent_name,
+            quiet=self.quiet,
+            quiet_until=self.quiet_until if self.quiet else None,
         )
 
 
@@ -422,48 +441,50 @@ def _decide(
     if roster is None:
         roster = _roster(room)
     readers = [r for r in roster if r.current and r.pk != sender.pk]
-    rows, wakes, woken_ids, other_live = [], [], [], 0
-    liveness = {}
+    rows, wakes, woken_ids = [], [], []
     seat_facts: dict[int, rules.SeatFacts] = {}  # each reader's, made once
     unwoken: Counter[str] = Counter()  # decisions with no ledger row: counted per entry
     reasons: list[str] = []
     for reader in readers:
-        liveness[reader.pk] = reader.liveness(at)
-        if liveness[reader.pk] == rules.LIVE:
-            other_live += 1
         seat_facts[reader.pk] = reader.facts()
         decision = rules.decide_wake(facts, seat_facts[reader.pk], at)
         reasons.append(decision.reason)
-        if decision.woken or decision.reason == "quiet":
-            rows.append(
-                WakeDecision(
-                    entry=entry,
-                    seat_id=reader.pk,
-                    seat_name=reader.name,
-                    room=room,
-                    seq=entry.seq,
-                    woken=decision.woken,
-                    reason=decision.reason,
-                    decided_at=at,
-                    listener=reader.listener(at, liveness[reader.pk]),
-                )
-            )
-        else:
+        if not (decision.woken or decision.reason == "quiet"):
             unwoken[decision.reason] += 1
+            continue
+        liveness = reader.liveness(at)
+        rows.append(
+            WakeDecision(
+                entry=entry,
+                seat_id=reader.pk,
+                seat_name=reader.name,
+                room=room,
+                seq=entry.seq,
+                woken=decision.woken,
+                reason=decision.reason,
+                decided_at=at,
+                listener=reader.listener(at, liveness),
+            )
+        )
         if decision.woken:
             woken_ids.append(reader.pk)
-            if liveness[reader.pk] != rules.GONE:
+            if liveness != rules.GONE:
                 wakes.append(reader.name)
+    # The live seats that were not woken are counted only for the notice of an entry
+    # that wakes nobody (rules.send_notices): the only one that names them.
+    other_live = 0 if wakes else sum(1 for r in readers if r.liveness(at) == rules.LIVE)
 
     statuses = []
+    # A reader `to` names is one whose decision was not "not_addressed" (rules.decide_wake).
+    addressed = [r for r, reason in zip(readers, reasons, strict=True) if reason != "not_addressed"]
     for name in entry.to:
-        matching = [r for r in readers if rules.addressed_to([name], seat_facts[r.pk])]
+        matching = [r for r in addressed if rules.addressed_to([name], seat_facts[r.pk])]
         quiet = [r for r in matching if r.is_quiet(at)]
         all_quiet = bool(matching) and len(quiet) == len(matching)
         statuses.append(
             rules.AddresseeStatus(
                 name=name,
-                live_seats=sum(1 for r in matching if liveness[r.pk] == rules.LIVE),
+                live_seats=sum(1 for r in matching if r.liveness(at) == rules.LIVE),
                 quiet_until=max((r.quiet_until for r in quiet if r.quiet_until), default=None)
                 if all_quiet
                 else None,

@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from bus import rules, wire
+from bus import compiled, rules, wire
 from bus.models import Entry, Membership, Room, Seat
 from bus.rules import NotAMember, RuleError, UnknownRoom
 
@@ -122,14 +122,20 @@ def primary_room(seat: Seat) -> Room | None:
     """The first of the seat's default rooms it is still in, else the room it joined
     first: its default rooms are joined first, in order, so it is the oldest current
     membership of a visible room."""
-    sql = _PRIMARY_ROOM_SQL.format(room=Room._meta.db_table, membership=Membership._meta.db_table)
-    rooms = list(Room.objects.raw(sql, [seat.pk]))
-    return rooms[0] if rooms else None
+    sql = _PRIMARY_ROOM_SQL.format(
+        columns=compiled.columns(Room, "r"),
+        room=Room._meta.db_table,
+        membership=Membership._meta.db_table,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [seat.pk])
+        row = cursor.fetchone()
+    return compiled.model_from_row(Room, row) if row else None
 
 
 # Every send without a room asks it: written out, not compiled by the ORM each time.
 _PRIMARY_ROOM_SQL = """
-    SELECT r.id, r.name, r.created_at, r.archived_at, r.last_seq
+    SELECT {columns}
     FROM {membership} m JOIN {room} r ON r.id = m.room_id
     WHERE m.seat_id = %s AND m.left_at IS NULL AND r.archived_at IS NULL
     ORDER BY m.id

@@ -52,7 +52,6 @@ def _label_has_token(label: str) -> bool:
 
 def token_problem(*, label: str | None, token: str | None) -> str | None:
     """None when the caller may proceed; else what is wrong and how to fix it."""
-    active = Token.objects.filter(revoked_at__isnull=True)
     needed = settings.REQUIRE_TOKENS or (label and _label_has_token(label))
     if not needed:
         return None
@@ -68,7 +67,8 @@ def token_problem(*, label: str | None, token: str | None) -> str | None:
             f"label {label!r} needs a bearer token: send 'Authorization: Bearer <token>' "
             f"(issue one with `salon token issue {label or 'LABEL'}`)"
         )
-    if not active.filter(label=label, token_hash=signing.hash_token(token)).exists():
+    active = Token.objects.filter(revoked_at__isnull=True, label=label)
+    if not active.filter(token_hash=signing.hash_token(token)).exists():
         return (
             f"the bearer token is not valid for label {label!r}; "
             f"issue a new one with `salon token issue {label or 'LABEL'}`"
