@@ -50,7 +50,8 @@ def _shown_url(url: str) -> str:
 def _database(url: str, sqlite_path: Path) -> dict:
     if not url:
         return {
-            "ENGINE": "django.db.backends.sqlite3",
+            # Django's SQLite backend, each statement's placeholders converted once.
+            "ENGINE": "salon.sqlite",
             "NAME": str(sqlite_path),
             "OPTIONS": dict(SQLITE_OPTIONS),
             # Opening SQLite runs the PRAGMAs above: keep connections open (each thread

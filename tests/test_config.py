@@ -375,7 +375,7 @@ def test_the_embedded_default_is_sqlite_at_agent_salon_db_and_the_in_process_lay
         AGENT_SALON_DB=str(db),
     )
     assert got == [
-        "django.db.backends.sqlite3",
+        "salon.sqlite",
         str(db.resolve()),
         "mcpgate.layers.SweepingInMemoryChannelLayer",
     ]

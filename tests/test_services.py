@@ -1653,3 +1653,21 @@ def test_a_compiled_insert_stores_what_the_orm_would_for_any_number_of_rows(monk
             for row in DecisionCount.objects.filter(reason__startswith=f"r{n}-")
         }
         assert stored == {row.reason: (entry.pk, room.pk, row.count, now) for row in rows}
+
+
+@pytest.mark.django_db
+def test_the_embedded_stores_cursor_converts_placeholders_as_djangos_does_run_after_run():
+    """salon.sqlite keeps each statement's converted text: the same statement, run again,
+    still gets its own parameters, and a literal %% stays a percent sign."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the embedded store's backend: the SQLite pass")
+    sql = "SELECT '%%s' || %s, %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, ["a", 1])
+        first = cursor.fetchone()
+        cursor.execute(sql, ["b", 2])
+        second = cursor.fetchone()
+    assert (first, second) == (("%sa", 1), ("%sb", 2))
+    assert type(connections["default"]).__module__ == "salon.sqlite.base"
