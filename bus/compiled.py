@@ -31,20 +31,19 @@ MAX_SHAPES = 32
 
 class CompiledLookup:
     """`model` rows whose `key` field is one of the keys given, with the chain of foreign
-    keys `related` (as select_related("a__b")) and the fixed `filters`."""
+    keys `related` (as select_related("a__b"); "" for none) and the fixed `filters`."""
 
-    def __init__(self, model: type[Model], key: str, related: str, **filters: Any) -> None:
+    def __init__(self, model: type[Model], key: str, related: str = "", **filters: Any) -> None:
         self.model, self.key, self.related, self.filters = model, key, related, filters
         self.chain: list[tuple[type[Model], Any]] = [(model, None)]  # (model, its FK field)
-        for name in related.split("__"):
+        for name in related.split("__") if related else ():
             field = self.chain[-1][0]._meta.get_field(name)
             self.chain.append((field.related_model, field))
         self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def queryset(self, keys: Iterable):
-        return self.model.objects.select_related(self.related).filter(
-            **{f"{self.key}__in": list(keys)}, **self.filters
-        )
+        query = self.model.objects.filter(**{f"{self.key}__in": list(keys)}, **self.filters)
+        return query.select_related(self.related) if self.related else query
 
     def fetch(self, keys: Iterable) -> list[Model]:
         keys = list(dict.fromkeys(keys))

@@ -233,24 +233,24 @@ def _notify(posted: Posted) -> Answer:
     check_content_type(posted.content_type)
     note = parse_notify(decode(posted.body))
 
+    # In the caller's transaction (_answer's): a refused send leaves no seat behind for
+    # the label either.
     try:
-        # One transaction: a refused send leaves no seat behind for the label either.
-        with transaction.atomic():
-            # No last_seen of its own: the send sets it, in this same transaction.
-            seat = services.seats.check_in(agent=label, touch=False)
-            # No room named: the label's primary room (SPEC §10), never an error.
-            room = note.room or services.rooms.agent_primary_room(label)
-            report = services.entries.send_entry(
-                seat=seat,
-                text=note.content,
-                room=room,
-                type=note.type,
-                to=note.to,
-                re=note.re,
-                meta=note.meta,
-                via="notify",
-                sender_addr=posted.remote_addr[:64],
-            )
+        # No last_seen of its own: the send sets it, in this same transaction.
+        seat = services.seats.check_in(agent=label, touch=False)
+        # No room named: the label's primary room (SPEC §10), never an error.
+        room = note.room or services.rooms.agent_primary_room(label)
+        report = services.entries.send_entry(
+            seat=seat,
+            text=note.content,
+            room=room,
+            type=note.type,
+            to=note.to,
+            re=note.re,
+            meta=note.meta,
+            via="notify",
+            sender_addr=posted.remote_addr[:64],
+        )
     except rules.UnknownRoom as exc:
         raise NotifyError(404, str(exc), rooms=exc.rooms) from None
     except rules.UnknownAddressee as exc:

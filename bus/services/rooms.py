@@ -31,10 +31,15 @@ def unknown_room(name: str) -> UnknownRoom:
 
 def get_room(name: str) -> Room:
     name = rules.validate_name(name, "room")
-    room = Room.objects.visible().filter(name=name).first()
-    if room is None:
+    found = _VISIBLE_ROOMS.fetch([name])
+    if not found:
         raise unknown_room(name)
-    return room
+    return found[0]
+
+
+# Every send to a named room, and every write with none that falls back to the default
+# room, looks its room up: compiled once (bus.compiled).
+_VISIBLE_ROOMS = compiled.CompiledLookup(Room, "name", archived_at__isnull=True)
 
 
 def create_room(*, name: str) -> tuple[Room, bool]:
@@ -184,17 +189,32 @@ def agent_primary_room(agent: str) -> Room:
     """Where a caller that is only an agent name (the webhook's label) writes by default:
     the primary room of its most recently seen seat that is in a room, else the default
     room."""
-    # One statement: the oldest current membership in a visible room of the most
-    # recently seen of the agent's seats that has one (seats in no room drop out).
-    membership = (
-        Membership.objects.current()
-        .in_visible_rooms()
-        .filter(seat__agent__name=agent)
-        .select_related("room")
-        .order_by("-seat__last_seen", "-seat_id", "pk")
-        .first()
+    sql = _AGENT_PRIMARY_ROOM_SQL.format(
+        columns=compiled.columns(Room, "r"),
+        room=Room._meta.db_table,
+        membership=Membership._meta.db_table,
+        seat=Seat._meta.db_table,
+        agent=Seat._meta.get_field("agent").related_model._meta.db_table,
     )
-    return membership.room if membership else get_room(settings.DEFAULT_ROOM)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [agent])
+        row = cursor.fetchone()
+    return compiled.model_from_row(Room, row) if row else get_room(settings.DEFAULT_ROOM)
+
+
+# The oldest current membership in a visible room of the most recently seen of the
+# agent's seats that has one (seats in no room drop out). Every /notify without a room
+# asks it: written out, not compiled by the ORM each time.
+_AGENT_PRIMARY_ROOM_SQL = """
+    SELECT {columns}
+    FROM {membership} m
+    JOIN {room} r ON r.id = m.room_id
+    JOIN {seat} s ON s.id = m.seat_id
+    JOIN {agent} a ON a.id = s.agent_id
+    WHERE a.name = %s AND m.left_at IS NULL AND r.archived_at IS NULL
+    ORDER BY s.last_seen DESC, s.id DESC, m.id
+    LIMIT 1
+"""
 
 
 def seat_rooms(seat: Seat) -> list[str]:

@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from bus import rules, wire
+from bus.compiled import CompiledLookup
 from bus.models import Agent, DecisionCount, Membership, ReadCount, Room, Seat, WakeDecision
 from bus.rules import RuleError
 from bus.services import rooms
@@ -42,6 +43,22 @@ def check_in(
             'the relay writes such names): drop the "@…" part (e.g. "web-app")'
         )
     at = timezone.now()
+    # The bare agent name's seat (every /notify, every cron `salon send`), when it exists:
+    # one compiled lookup instead of two get_or_create.
+    found = [] if session_id else _SEATS_BY_NAME.fetch([agent])
+    seat = found[0] if found else _find_or_make_seat(agent, session_id, host, at)
+    if touch:
+        Seat.objects.filter(pk=seat.pk).update(last_seen=at)
+        seat.last_seen = at
+    if join_defaults and not seat.defaults_applied:
+        _join_default_rooms(seat, default_rooms)
+    return seat
+
+
+_SEATS_BY_NAME = CompiledLookup(Seat, "name", "agent")
+
+
+def _find_or_make_seat(agent: str, session_id: str | None, host: str, at) -> Seat:
     agent_row, _ = Agent.objects.get_or_create(name=agent, defaults={"host": host})
     if session_id:
         holders = dict(
@@ -62,11 +79,6 @@ def check_in(
         )
     except IntegrityError:  # a concurrent check-in created it first
         seat = Seat.objects.select_related("agent").get(name=name)
-    if touch:
-        Seat.objects.filter(pk=seat.pk).update(last_seen=at)
-        seat.last_seen = at
-    if join_defaults and not seat.defaults_applied:
-        _join_default_rooms(seat, default_rooms)
     return seat
 
 
