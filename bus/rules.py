@@ -2,7 +2,10 @@
 
 Pure functions over plain values: no Django, no database, no clock of their own
 (callers pass ``now``), so the same rule serves ``send``, the push, ``wait``, the
-hooks, the stats and the tests. Datetimes are expected to be timezone-aware (UTC).
+hooks, the stats and the tests. Datetimes are expected to be timezone-aware (UTC). The
+records they take and give are immutable named tuples: every command imports this
+module, and `dataclasses` would bring `inspect` with it (~10 ms of each served
+command's start, bench/RESULTS.md).
 
 Errors are :class:`RuleError` (a ``ValueError``) whose message says what was wrong
 and how to fix it, on one line, and never echoes more than ~64 characters of the
@@ -15,8 +18,8 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from bus import strict
 
@@ -421,8 +424,7 @@ def unknown_addressee_error(name: str, known: Iterable[str], room: str) -> str:
 # --- who is woken -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SeatFacts:
+class SeatFacts(NamedTuple):
     """What wakes() needs to know about a reading seat."""
 
     seat: str
@@ -431,8 +433,7 @@ class SeatFacts:
     quiet_until: datetime | None = None
 
 
-@dataclass(frozen=True)
-class EntryFacts:
+class EntryFacts(NamedTuple):
     """What wakes() needs to know about an entry; ``re_author`` wrote the ``re`` entry."""
 
     sender_seat: str
@@ -441,8 +442,7 @@ class EntryFacts:
     re_author: str | None = None
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     woken: bool
     reason: str
 
@@ -577,8 +577,7 @@ def _last_break(text: str, limit: int) -> int:
     return best
 
 
-@dataclass(frozen=True)
-class Clip:
+class Clip(NamedTuple):
     """What inbox hands out of an entry: ``text``, and when it was cut, the full length
     and how many characters were held back."""
 
@@ -618,8 +617,7 @@ def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[i
 # --- what send answers ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AddresseeStatus:
+class AddresseeStatus(NamedTuple):
     """One ``to`` name as send saw it.
 
     ``quiet_until``/``quiet_forever`` describe an addressee whose seats are all quiet

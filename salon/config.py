@@ -124,15 +124,19 @@ def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
 
 def settings_key(values: Mapping[str, str]) -> str:
     """A digest of every setting that shapes what the bus answers (all but PER_CALLER):
-    a command is answered by a running server only when both hold the same."""
-    import hashlib
+    a command is answered by a running server only when both hold the same. Two CRC-32s
+    (of the text and of it reversed), not a SHA: hashlib loads OpenSSL, ~3 ms of every
+    command and hook that a server answers, and this tells apart two settings of one
+    user, it guards nothing."""
+    import zlib
 
     shaping = sorted(
         (name, values.get(name, "").strip())
         for name in (*KNOWN, "DATABASE_URL", "REDIS_URL")
         if name not in PER_CALLER
     )
-    return hashlib.sha256(repr(shaping).encode()).hexdigest()[:16]
+    text = repr(shaping).encode()
+    return f"{zlib.crc32(text):08x}{zlib.crc32(text[::-1]):08x}"
 
 
 def read(values: Mapping[str, str]) -> SimpleNamespace:

@@ -21,22 +21,19 @@ worker), and costs a few `stat` calls when all is in place:
   so two first users at once are fine. A PostgreSQL store needs `salon migrate` (or
   `salon serve`); its commands say so in one line.
 
-Standard library only (and platformdirs): hooks call it on every turn that needs the
-store.
+Standard library only (and platformdirs, but on Linux): hooks call it on every turn that
+needs the store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import sqlite3
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from salon.config import ConfigError
 
@@ -57,13 +54,21 @@ def fingerprint(store: str) -> str:
 
 
 def default_data_dir() -> Path:
+    if sys.platform.startswith("linux"):
+        # platformdirs' rule on Linux (the XDG base directory spec), written out: importing
+        # platformdirs.unix pulls in tempfile, shutil and lzma, ~7 ms of every hook and
+        # command that runs on a server of the store (bench/RESULTS.md). A test holds it
+        # equal to platformdirs'.
+        base = os.environ.get("XDG_DATA_HOME", "")
+        if not os.path.isabs(base):  # unset, empty or relative: the XDG default
+            base = os.path.expanduser("~/.local/share")
+        return Path(base) / "agent-salon"
     import platformdirs
 
     return Path(platformdirs.user_data_dir("agent-salon", appauthor=False))
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):  # not a dataclass: see bus.rules (start-up time)
     data_dir: Path
     db_path: Path | None  # the SQLite file; None with DATABASE_URL
     database_url: str
@@ -181,6 +186,8 @@ def _create_secret(path: Path) -> None:
     """Written whole to a private draft, then hard-linked into place: the link fails if
     the secret exists, so two processes starting at once agree on the first one, and
     nobody ever reads a created-but-still-empty file."""
+    import secrets  # here, not at the top: once per store (~4 ms of every command's start)
+
     draft = path.with_name(f"{SECRET_NAME}.{os.getpid()}.{secrets.token_hex(4)}")
     descriptor = os.open(draft, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="ascii") as file:
@@ -209,6 +216,8 @@ def read_secret(values: Mapping[str, str]) -> str:
 
 
 def _has_tables(path: Path) -> bool:
+    import sqlite3  # here, not at the top: a command a server answers never opens the store
+
     if path.stat().st_size == 0:
         return False
     try:
@@ -222,6 +231,8 @@ def _has_tables(path: Path) -> bool:
 
 
 def _holds_entries(where: Location) -> bool:
+    import sqlite3
+
     if where.db_path is not None:
         if not where.db_path.exists() or not _has_tables(where.db_path):
             return False
@@ -241,6 +252,7 @@ def _migrate_once(path: Path) -> None:
     """`salon migrate`, in a process of its own with every app, once: the first of
     several processes arriving at once migrates, the others wait for it."""
     import fcntl
+    import subprocess  # here, not at the top: once per store (~3 ms of every start)
 
     flags = os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW
     descriptor = os.open(f"{path}.migrate-lock", flags, 0o600)
@@ -286,6 +298,8 @@ def describe(values: Mapping[str, str]) -> dict:
 def backup(values: Mapping[str, str], target: Path) -> list[Path]:
     """A consistent copy of the store (SQLite's online backup: writers go on meanwhile),
     its secret and the relay keys, into `target` (created 0700). Returns what was written."""
+    import sqlite3
+
     where = prepare(values)
     target.mkdir(mode=0o700, parents=True, exist_ok=True)
     written = []

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -547,3 +548,23 @@ def test_a_given_agent_salon_secret_is_used_and_nothing_is_generated(tmp_path):
     probe = _secret_probe(env)
     assert probe.communicate(timeout=60)[0].strip() == "correct horse battery staple"
     assert not (tmp_path / "data" / ".agent-salon-secret").exists()
+
+
+@pytest.mark.parametrize("xdg", [None, "", "/srv/data", "relative/data"])
+def test_the_data_directory_on_linux_is_where_platformdirs_puts_it(xdg, monkeypatch, tmp_path):
+    """salon.store writes platformdirs' Linux rule out (importing platformdirs cost every
+    served command ~7 ms): both name the same directory, whatever XDG_DATA_HOME says."""
+    import platformdirs
+
+    from salon import store
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    if xdg is None:
+        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_DATA_HOME", xdg)
+
+    assert store.default_data_dir() == Path(
+        platformdirs.user_data_dir("agent-salon", appauthor=False)
+    )
