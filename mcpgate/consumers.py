@@ -2,8 +2,8 @@
 
 POST carries one JSON-RPC message; GET opens the session's event stream, on which
 waking entries are pushed as notifications/claude/channel; DELETE ends the session.
-The database is the mailbox: a stream subscribes to its seat's doorbell group first,
-then pushes from the ledger, and re-reads the ledger on every ring. The claims, the
+The database is the mailbox: a stream subscribes to its seat's doorbell first (its
+host's Bells), then pushes from the ledger, and re-reads the ledger on every ring. The claims, the
 writes of pushes, the keep-alive round and the liveness refreshes of all streams of this
 process are done by the process's StreamHost (mcpgate.host, handed to the consumer by
 salon.asgi): a stream hears its seat's doorbell and rings the host's claimer.
@@ -407,8 +407,8 @@ class McpConsumer(McpExchange, StreamingHttpConsumer):
     # -- the seat's doorbell -------------------------------------------------------
 
     async def join_seat(self, seat_id: int) -> None:
-        """Hear the seat's doorbell: on the layer (other processes ring there) and in
-        this process's bells (mcpgate.host.Bells)."""
+        """Hear the seat's doorbell (this process's bells: mcpgate.host.Bells) and its
+        group on the layer (another worker's stream of the seat announces a takeover)."""
         await self.join_group(seat_group(seat_id))
         self.host.bells.add(seat_id, self)
 
@@ -442,10 +442,6 @@ class McpConsumer(McpExchange, StreamingHttpConsumer):
             self.host.claimer.ring(self)
 
     # -- channel-layer messages ---------------------------------------------------
-
-    async def bus_entry(self, message) -> None:
-        # "pushed_to": the sending worker wrote the entry's push to that stream already.
-        self.hear_bell(pushed=message.get("pushed_to") == self.channel_name)
 
     async def stream_replace(self, message) -> None:
         if self.streaming and message.get("token") != self.stream_token:

@@ -3,8 +3,14 @@ stdio server. One object owns what such a process runs beside its requests:
 
 * the push path: the claimer, the keep-alive ticker and the delivery records
   (mcpgate.delivery);
-* the doorbell: it rings the channel layer after a send committed here, and its
-  listener (bus.bell.Listener) hears what other processes committed;
+* the doorbell: after a send committed here it rings this process's listeners of the
+  woken seats (Bells) and, on SQLite, the other servers of the store over their line;
+  its listener (bus.bell.Listener) hears what other processes committed (PostgreSQL's
+  NOTIFY, the line, SQLite's data_version) and rings this process's listeners. Every
+  process that hosts streams has such a listener, so no doorbell crosses the channel
+  layer: with Redis and three workers, each ring was a group send per seat from every
+  worker that heard the commit (the layer carries the streams' own messages: a
+  takeover, a rebind, a session's end);
 * the board of the operator's live view (`board`): the listener rings it for every new
   entry of the store, whoever wrote it, and each open live stream of this process reads
   the new entries from the store (salon.live);
@@ -33,7 +39,7 @@ from types import MappingProxyType
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from bus import bell
@@ -79,10 +85,9 @@ class Board:
 
 class Bells:
     """This process's doorbell listeners per seat (its HTTP streams and waits, a stdio
-    server), rung by a direct call. On the in-process layer, which reaches no other
-    process, a ring goes here instead of through the layer: a broadcast to 1,000 local
-    streams was 1,000 group sends and 1,000 consumer wake-ups before the one claim. A
-    listener that vanished without leaving is dropped with it (weak references)."""
+    server), rung by a direct call: a broadcast to 1,000 local streams was 1,000 group
+    sends and 1,000 consumer wake-ups before the one claim. A listener that vanished
+    without leaving is dropped with it (weak references)."""
 
     def __init__(self) -> None:
         self._by_seat: dict[int, weakref.WeakSet] = {}
@@ -265,7 +270,6 @@ class StreamHost:
         self.ticker = delivery.KeepAliveTicker(self.claimer)
         self.board = Board()
         self.bells = process_bells
-        self.ringing: set[asyncio.Task] = set()  # rings on their way to the layer
         self.listener = bell.Listener(self.heard, stored=self.board.ring)
         self.recent = RecentRings()
         self.store = own_store()
@@ -357,9 +361,7 @@ class StreamHost:
             self._ring_line(entry_id, seat_ids)
 
     def _ring_here(self, seat_ids: list[int], pushed: dict[int, Any]) -> None:
-        task = asyncio.ensure_future(self.ring_seats(seat_ids, pushed))
-        self.ringing.add(task)
-        task.add_done_callback(self.ringing.discard)
+        self.bells.ring(seat_ids, pushed)
 
     def _ring_line(self, entry_id: str, seat_ids: list[int]) -> None:
         """Fire and forget: a connect and a write per server of the store, no waiting."""
@@ -370,26 +372,13 @@ class StreamHost:
         except OSError:
             log.warning("could not ring the other servers of the store", exc_info=True)
 
-    async def ring_seats(self, seat_ids, pushed: Mapping[int, Any] = MappingProxyType({})) -> None:
-        """Ring each seat's listeners. `pushed`: {seat id: the stream this process wrote the
-        entry's push to}; that stream claims nothing for it (a wait still hears)."""
-        if isinstance(self.layer, InMemoryChannelLayer):
-            self.bells.ring(seat_ids, pushed)  # the layer's groups hold no one else
-            return
-        for seat_id in seat_ids:
-            written = pushed.get(seat_id)
-            message = {"type": "bus.entry"}
-            if written is not None:
-                message["pushed_to"] = getattr(written, "channel_name", "")
-            await self.layer.group_send(seat_group(seat_id), message)
-
-    async def heard(self, entry_id: str | None, seat_ids: set[int]) -> None:
+    def heard(self, entry_id: str | None, seat_ids: set[int]) -> None:
         """Another process committed waking rows for these seats."""
         if entry_id is not None:
             if entry_id in self.recent:
                 return
             self.recent.add(entry_id)
-        await self.ring_seats(seat_ids)
+        self.bells.ring(seat_ids)
 
     # -- the line -------------------------------------------------------------------
 

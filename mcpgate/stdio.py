@@ -32,7 +32,7 @@ from django.conf import settings
 from bus import services
 from bus.models import Seat
 from mcpgate import protocol, tools
-from mcpgate.host import StreamHost, seat_group
+from mcpgate.host import StreamHost
 from mcpgate.protocol import ProtocolError
 
 log = logging.getLogger("salon.mcp")
@@ -113,8 +113,6 @@ class StdioServer:
         self.streaming = False
         self.ready = False
         self.live_until = None
-        self.channel = ""
-        self.group = ""
         self.waiters: set[asyncio.Event] = set()  # wait tool calls in progress
         self.tasks: set[asyncio.Task] = set()
         self.setup: asyncio.Task | None = None
@@ -130,9 +128,8 @@ class StdioServer:
         await self.write(message)
 
     async def keep_open(self, *, renew_groups: bool) -> None:
-        """The ticker's keep-alive round: a pipe needs no bytes, the group its renewal."""
-        if renew_groups and self.group:
-            await self.host.layer.group_add(self.group, self.channel)
+        """The ticker's keep-alive round: a pipe needs no bytes, and the server is in no
+        channel-layer group (its doorbell is its host's listener: mcpgate.host)."""
 
     async def run(self) -> None:
         # stdin first: initialize, ping and tools/list need no seat, so the client is
@@ -222,16 +219,9 @@ class StdioServer:
 
     async def listen(self, seat: Seat) -> None:
         """Subscribe first, then look at the ledger: nothing can slip between the two."""
-        layer = self.host.layer
-        if not self.channel:
-            self.channel = await layer.new_channel()
-            self.spawn(self.hear_doorbell())
-        if self.group:
-            await layer.group_discard(self.group, self.channel)
+        if self.seat is not None:
             self.host.bells.discard(self.seat.pk, self)
         self.seat = seat
-        self.group = seat_group(seat.pk)
-        await layer.group_add(self.group, self.channel)
         self.host.bells.add(seat.pk, self)
         self.live_until = await database_sync_to_async(services.seats.keep_live)(seat=seat)
         self.streaming = self.ready = True
@@ -245,11 +235,6 @@ class StdioServer:
 
     def hear_bell(self, *, pushed: bool = False) -> None:  # mcpgate.host.Bells
         self.ring()  # a stdio server's pushes are never written by a send (no `pushed`)
-
-    async def hear_doorbell(self) -> None:
-        while True:
-            await self.host.layer.receive(self.channel)
-            self.ring()
 
     # -- requests ---------------------------------------------------------------------
 

@@ -94,22 +94,3 @@ async def test_an_overlong_line_is_skipped_in_pieces_and_the_next_one_is_read(mo
 
     assert isinstance(first, stdio.OverlongLine) and first.size == 1001
     assert (second, end) == (b'{"a": 1}\n', None)
-
-
-async def test_a_stdio_server_rejoins_its_seat_group_when_the_keep_alive_round_renews_groups():
-    """Channel-layer groups expire after a day; the hourly renewal re-joins it."""
-    from types import SimpleNamespace
-
-    from mcpgate.layers import SweepingInMemoryChannelLayer
-
-    layer = SweepingInMemoryChannelLayer()
-    server = stdio.StdioServer(None, io.BytesIO(), io.BytesIO(), host=SimpleNamespace(layer=layer))
-    server.channel, server.group = await layer.new_channel(), "seat.7"
-    await layer.group_add(server.group, server.channel)
-    await layer.group_discard(server.group, server.channel)  # as if it had expired
-
-    await server.keep_open(renew_groups=False)
-    assert server.channel not in layer.groups.get(server.group, {})
-    await server.keep_open(renew_groups=True)
-    await layer.group_send(server.group, {"type": "bus.entry"})
-    assert await asyncio.wait_for(layer.receive(server.channel), 1) == {"type": "bus.entry"}

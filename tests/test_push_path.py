@@ -367,7 +367,10 @@ class _Listener:
         self.heard += 1
 
 
-async def test_on_the_in_process_layer_a_ring_calls_the_seats_listeners_and_sends_nothing():
+async def test_a_ring_calls_the_seats_listeners_of_this_process_and_sends_nothing_on_the_layer():
+    """Every process that hosts streams hears every commit with its own listener, so a
+    doorbell never crosses the channel layer (with Redis and three workers, each ring was
+    a group send per seat from every worker that heard the commit)."""
     import gc
 
     from mcpgate.host import StreamHost, seat_group
@@ -384,9 +387,10 @@ async def test_on_the_in_process_layer_a_ring_calls_the_seats_listeners_and_send
     del gone, listener
     gc.collect()  # a listener that vanished without leaving is not rung either
 
-    await host.ring_seats([1, 3])
+    host.heard("an-entry-of-another-process", {1, 3})
+    host._ring_here([1, 3], {})  # a send of this process
 
-    assert (first.heard, second.heard, other.heard) == (1, 0, 0)
+    assert (first.heard, second.heard, other.heard) == (2, 0, 0)
     assert len(host.bells._by_seat[1]) == 1
     assert host.layer.channels.get(channel) is None or host.layer.channels[channel].empty()
     host.bells.discard(1, first)
