@@ -74,9 +74,10 @@ def send_entry(
             known = _known_names(roster)
             for name in names:
                 if name not in known:
+                    listed = sorted(known)
                     raise UnknownAddressee(
-                        rules.unknown_addressee_error(name, known, room_row.name),
-                        rules.closest_names(name, known),
+                        rules.unknown_addressee_error(name, listed, room_row.name),
+                        rules.closest_names(name, listed),
                     )
         ts = _to_ms(timezone.now())
         entry = Entry(
@@ -243,12 +244,12 @@ def resolve_aliases(to: Sequence[str]) -> list[str]:
     return rules.resolve_aliases(to, aliases)
 
 
-def _known_names(roster: list[Reader]) -> list[str]:
+def _known_names(roster: list[Reader]) -> set[str]:
     """Every seat and agent name that has ever been in the room (parted ones too)."""
-    names: set[str] = set()
-    for reader in roster:
-        names.update((reader.name, reader.agent_name, rules.base_agent(reader.agent_name)))
-    return sorted(names)
+    names = {reader.name for reader in roster}
+    for agent in {reader.agent_name for reader in roster}:
+        names.update((agent, rules.base_agent(agent)))
+    return names
 
 
 class Reader:
