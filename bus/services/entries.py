@@ -11,7 +11,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
 from uuid import UUID
 
 from django.conf import settings
@@ -252,6 +251,18 @@ def _known_names(roster: list[Reader]) -> set[str]:
     return names
 
 
+class _ParsedOnRead:
+    """A datetime column of a roster row (`_<name>`, as the cursor gave it), parsed on its
+    first read and kept (as functools.cached_property keeps a value)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name, self.raw = name, f"_{name}"
+
+    def __get__(self, reader, owner=None):
+        value = reader.__dict__[self.name] = _stored_datetime(getattr(reader, self.raw))
+        return value
+
+
 class Reader:
     """What the wake decisions read of a seat of the room: the few columns they need,
     without a model instance (loading a Membership, Seat and Agent per reader, with every
@@ -276,25 +287,11 @@ class Reader:
         self.quiet = bool(quiet)
         self.current = left_at is None
 
-    @cached_property
-    def quiet_until(self) -> datetime | None:
-        return _stored_datetime(self._quiet_until)
-
-    @cached_property
-    def live_until(self) -> datetime | None:
-        return _stored_datetime(self._live_until)
-
-    @cached_property
-    def last_seen(self) -> datetime | None:
-        return _stored_datetime(self._last_seen)
-
-    @cached_property
-    def signed_off_at(self) -> datetime | None:
-        return _stored_datetime(self._signed_off_at)
-
-    @cached_property
-    def hook_seen_at(self) -> datetime | None:
-        return _stored_datetime(self._hook_seen_at)
+    quiet_until = _ParsedOnRead()
+    live_until = _ParsedOnRead()
+    last_seen = _ParsedOnRead()
+    signed_off_at = _ParsedOnRead()
+    hook_seen_at = _ParsedOnRead()
 
     liveness = Seat.liveness
     is_quiet = Seat.is_quiet
