@@ -456,10 +456,10 @@ def quiet_active(quiet: bool, quiet_until: datetime | None, now: datetime) -> bo
 
 def addressed_to(to: Sequence[str], seat: SeatFacts) -> bool:
     """``to`` names the seat, its agent, or (remote seat) its agent without ``@device``."""
-    names = {seat.seat, seat.agent}
-    if "@" in seat.agent:
-        names.add(base_agent(seat.agent))
-    return any(name in names for name in to)
+    # Asked of every reader of the room by every addressed send: no set built per call.
+    if seat.seat in to or seat.agent in to:
+        return True
+    return "@" in seat.agent and base_agent(seat.agent) in to
 
 
 def for_me(to: Sequence[str], seat: SeatFacts) -> bool:
