@@ -217,7 +217,11 @@ async def send_load(
                     "send", {"text": f"load {n}-{i}", "type": "QUESTION", "to": [target]}
                 )
             except (httpx.HTTPError, AssertionError):
-                continue  # no acknowledgement: the entry may or may not exist
+                # No acknowledgement: the entry may or may not exist. Pause before the
+                # next one, so a sender running behind its schedule does not spend the
+                # rest of its load on a daemon that is down for a second.
+                await asyncio.sleep(0.2)
+                continue
             result = message.get("result", {})
             if not result.get("isError"):
                 acknowledged.append(result["structuredContent"]["id"])
