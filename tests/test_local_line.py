@@ -453,6 +453,9 @@ def test_ctrl_c_on_salon_stops_a_command_waiting_for_its_text(env, server, no_dj
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A test run started in the background (`pytest &`) hands its children SIGINT
+        # ignored; the user's Ctrl-C this test stands for reaches a foreground command.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         time.sleep(2)  # started and reading stdin
