@@ -4,10 +4,10 @@ Runs every scenario module in a process of its own (a real daemon on loopback, r
 clients; see each module's docstring), prints one table (figure, value, target, met?,
 load average) and appends it, dated, with the machine, to bench/RESULTS.md.
 
---quick is the smoke version (about a minute, small sizes, no targets judged where the
-size differs from the target's): it checks that every scenario still runs, and does not
-write RESULTS.md unless --write is given. Exit status: 1 if a scenario failed to run
-(a missed target is a finding, not a failure).
+--quick is the smoke version (two to four minutes on 2 cores, small sizes, no targets
+judged where the size differs from the target's): it checks that every scenario still
+runs, and does not write RESULTS.md unless --write is given. Exit status: 1 if a
+scenario failed to run (a missed target is a finding, not a failure).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def run_scenario(name: str, quick: bool, log: Path) -> list[Figure]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the 60-second smoke version")
+    parser.add_argument("--quick", action="store_true", help="the smoke version (small sizes)")
     parser.add_argument("--only", help=f"comma-separated, of: {', '.join(SCENARIOS)}")
     parser.add_argument("--write", action="store_true", help="write RESULTS.md (also --quick)")
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
