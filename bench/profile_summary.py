@@ -19,7 +19,7 @@ WAITS = ("Condition.wait", "EpollSelector.select", "Event.wait", "Lock.acquire",
 IDLE_WORKER = "_worker (concurrent/futures/thread.py:81)"
 BUCKETS = [
     ("send_entry: _decide_and_record (wake decisions)", "_decide_and_record"),
-    ("send_entry: _known_names", "_known_names"),
+    ("send_entry: the roster (bus.services.roster)", "bus/services/roster"),
     ("send_entry: resolve_aliases", "resolve_aliases"),
     ("send_entry: _room_for_send", "_room_for_send"),
     ("send_entry: the rest", "send_entry"),

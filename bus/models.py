@@ -195,6 +195,31 @@ class Membership(models.Model):
         return f"seat {self.seat_id} in room {self.room_id} at {self.cursor}"
 
 
+class RosterStamp(models.Model):
+    """One row whose `stamp` changes whenever a room's readers, as a send's wake decisions
+    see them, may have changed: a membership added, removed or parted, a seat renamed or
+    its quiet changed, an agent renamed. Database triggers write it (migration 0010), so
+    no writer can forget to, and a changed stamp is a new random number, never an earlier
+    one again (a rolled-back change leaves the stamp it found). A send reads it in its own
+    transaction and keeps a room's roster between sends while it is unchanged
+    (bus.services.roster).
+
+    SQLite only: there a writer holds the whole store, so the send's read is consistent
+    with the roster it keeps. On PostgreSQL the row would be a lock every join and every
+    quiet takes, and which a send's own row locks could meet in a deadlock; it is not
+    written there, and each send reads its room's roster again.
+
+    Django's SQLite schema editor rebuilds a table for some changes to it, which drops its
+    triggers: a migration that alters bus_membership, bus_seat or bus_agent must create
+    them again (tests/test_roster.py checks they are all there).
+    """
+
+    stamp = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"roster stamp {self.stamp}"
+
+
 def _new_entry_id() -> uuid.UUID:
     return uuid7()
 

@@ -454,12 +454,18 @@ def quiet_active(quiet: bool, quiet_until: datetime | None, now: datetime) -> bo
     return quiet_until is None or quiet_until > now
 
 
+def address_keys(seat: SeatFacts) -> tuple[str, ...]:
+    """The names a ``to`` reaches the seat by: its own, its agent's, and (remote seat) its
+    agent's without ``@device``. A send looks its addressees up by them
+    (bus.services.roster) instead of asking every reader of the room."""
+    if "@" in seat.agent:
+        return (seat.seat, seat.agent, base_agent(seat.agent))
+    return (seat.seat, seat.agent)
+
+
 def addressed_to(to: Sequence[str], seat: SeatFacts) -> bool:
-    """``to`` names the seat, its agent, or (remote seat) its agent without ``@device``."""
-    # Asked of every reader of the room by every addressed send: no set built per call.
-    if seat.seat in to or seat.agent in to:
-        return True
-    return "@" in seat.agent and base_agent(seat.agent) in to
+    """``to`` names the seat by one of its address_keys."""
+    return any(key in to for key in address_keys(seat))
 
 
 def for_me(to: Sequence[str], seat: SeatFacts) -> bool:

@@ -4,7 +4,8 @@ who listens; a process with no receiver (a CLI command) counts nothing."""
 
 from django.dispatch import Signal
 
-# A send decided who it wakes: `reasons`, one §5 reason per reader of the room.
+# A send decided who it wakes: `reasons`, how many readers of the room got each §5 reason
+# ({reason: count}).
 wake_decided = Signal()
 
 # An entry was stored (sent here, or landed from another machine): `room` (its name),

@@ -1515,9 +1515,9 @@ def test_a_new_seat_of_any_kind_inherits_its_siblings_position(team):
 
 
 def test_the_send_roster_reads_a_seat_as_the_orm_does():
-    """bus.services.entries reads the room's seats with raw SQL (no model instances): the
+    """bus.services.roster reads the room's seats with raw SQL (no model instances): the
     values the wake decisions see must be the ORM's, datetimes aware and equal."""
-    from bus.services.entries import _roster
+    from bus.services import roster
 
     room = make_room("roster")
     seat = make_seat("reader", room)
@@ -1534,9 +1534,9 @@ def test_the_send_roster_reads_a_seat_as_the_orm_does():
     services.rooms.part_room(seat=parted, room="roster")
     seat.refresh_from_db()
 
-    readers = {r.name: r for r in _roster(room)}
+    members = {m.name: m for m in roster.of_room(room.pk, None).members}
+    [reader] = roster.readers([members[seat.name]])
 
-    reader = readers[seat.name]
     assert (reader.pk, reader.agent_name, reader.quiet, reader.current) == (
         seat.pk,
         "reader",
@@ -1549,7 +1549,7 @@ def test_the_send_roster_reads_a_seat_as_the_orm_does():
     assert reader.liveness(at) == seat.liveness(at)
     assert reader.listener(at, reader.liveness(at)) == seat.listener(at, seat.liveness(at))
     assert reader.facts() == seat.facts()
-    assert readers[parted.name].current is False
+    assert members[parted.name].current is False
 
 
 # -- mcpgate.sessions.load_session: the select_related query, compiled once ---------------

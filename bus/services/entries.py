@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from uuid import UUID
 
 from django.conf import settings
@@ -21,17 +21,17 @@ from django.utils.dateparse import parse_datetime
 from bus import bell, rules, signals, signing, wire
 from bus.compiled import CompiledInsert
 from bus.models import (
-    Agent,
     Alias,
     DecisionCount,
     Entry,
-    Membership,
     Room,
+    RosterStamp,
     Seat,
     WakeDecision,
 )
 from bus.rules import RuleError, UnknownAddressee
 from bus.services import recording, rooms, seats, telling, triage
+from bus.services import roster as rosters
 
 
 def send_entry(
@@ -64,13 +64,13 @@ def send_entry(
     re_entry = _resolve_re(room_row, re)
 
     with transaction.atomic():
-        seq = _next_seq(room_row)
-        # Who has ever been in the room, read once under the room's lock: the addressee
-        # check and the wake decisions use the same rows. An unknown addressee is
-        # refused here, before anything is written (the transaction rolls back).
-        roster = _roster(room_row)
+        seq, stamp = _next_seq(room_row)
+        # Who has ever been in the room, as of the room's lock: the addressee check and
+        # the wake decisions use the same roster. An unknown addressee is refused here,
+        # before anything is written (the transaction rolls back).
+        roster = rosters.of_room(room_row.pk, stamp)
         if names:
-            known = _known_names(roster)
+            known = roster.known_names
             for name in names:
                 if name not in known:
                     listed = sorted(known)
@@ -162,7 +162,7 @@ def land_entry(
     try:
         with transaction.atomic():
             seat = seats.remote_seat(name=sender, room=room_row, wrote_at=min(ts, at))
-            seq = _next_seq(room_row)
+            seq, stamp = _next_seq(room_row)
             re_entry = Entry.objects.filter(room=room_row, pk=re).first() if re else None
             entry = Entry(
                 id=id,
@@ -180,7 +180,8 @@ def land_entry(
                 sender_addr=sender_addr[:64],
             )
             entry.signature = signing.sign_entry(entry)
-            decided = _decide(entry, room_row, seat, re_entry, at)
+            roster = rosters.of_room(room_row.pk, stamp)
+            decided = _decide(entry, room_row, seat, re_entry, at, roster)
             _record(entry, decided, sender=seat)
     except IntegrityError:
         if Entry.objects.filter(pk=id).exists():
@@ -189,23 +190,27 @@ def land_entry(
     return {"id": str(entry.id), "room": room_row.name, "seq": seq, "wakes": decided.wakes}
 
 
-def _next_seq(room: Room) -> int:
+def _next_seq(room: Room) -> tuple[int, int | None]:
     """Take the room's next seq, locking the room's row until the transaction ends (so
-    seq order is commit order): one `UPDATE … RETURNING` where the database has it."""
+    seq order is commit order): one `UPDATE … RETURNING` where the database has it. With
+    it, on SQLite, the store's roster stamp (bus.services.roster), read under that lock."""
     if not connection.features.can_return_columns_from_insert:  # SQLite before 3.35
         locked = Room.objects.select_for_update().get(pk=room.pk)
         Room.objects.filter(pk=locked.pk).update(last_seq=locked.last_seq + 1)
-        return locked.last_seq + 1
+        return locked.last_seq + 1, None
+    stamp = "NULL"
+    if connection.vendor == "sqlite":
+        stamp = f"(SELECT stamp FROM {RosterStamp._meta.db_table} WHERE id = 1)"
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s "
-            "RETURNING last_seq",
+            f"RETURNING last_seq, {stamp}",
             [room.pk],
         )
         row = cursor.fetchone()
     if row is None:
         raise Room.DoesNotExist(f"room {room.pk} is gone")
-    return row[0]
+    return row[0], row[1]
 
 
 def _mark_wrote(seat: Seat, at: datetime) -> None:
@@ -241,115 +246,6 @@ def resolve_aliases(to: Sequence[str]) -> list[str]:
             aliases.update(cursor.fetchall())
     aliases.update(settings.ALIASES)
     return rules.resolve_aliases(to, aliases)
-
-
-def _known_names(roster: list[Reader]) -> set[str]:
-    """Every seat and agent name that has ever been in the room (parted ones too)."""
-    names = {reader.name for reader in roster}
-    for agent in {reader.agent_name for reader in roster}:
-        names.update((agent, rules.base_agent(agent)))
-    return names
-
-
-class _ParsedOnRead:
-    """A datetime column of a roster row (`_<name>`, as the cursor gave it), parsed on its
-    first read and kept (as functools.cached_property keeps a value)."""
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name, self.raw = name, f"_{name}"
-
-    def __get__(self, reader, owner=None):
-        value = reader.__dict__[self.name] = _stored_datetime(getattr(reader, self.raw))
-        return value
-
-
-class Reader:
-    """What the wake decisions read of a seat of the room: the few columns they need,
-    without a model instance (loading a Membership, Seat and Agent per reader, with every
-    datetime column parsed, was most of a send's CPU: bench/RESULTS.md). A datetime
-    column is parsed when a decision first reads it: an entry addressed to one seat of a
-    hundred reads the liveness of that one. The methods are Seat's own, so the rules stay
-    in one place."""
-
-    def __init__(self, row: tuple) -> None:
-        (
-            self.pk,
-            self.name,
-            self.agent_name,
-            quiet,
-            self._quiet_until,
-            self._live_until,
-            self._last_seen,
-            self._signed_off_at,
-            self._hook_seen_at,
-            left_at,
-        ) = row
-        self.quiet = bool(quiet)
-        self.current = left_at is None
-
-    quiet_until = _ParsedOnRead()
-    live_until = _ParsedOnRead()
-    last_seen = _ParsedOnRead()
-    signed_off_at = _ParsedOnRead()
-    hook_seen_at = _ParsedOnRead()
-
-    liveness = Seat.liveness
-    is_quiet = Seat.is_quiet
-    listener = Seat.listener
-
-    def facts(self) -> rules.SeatFacts:
-        # quiet_until means nothing while the quiet flag is off (rules.quiet_active).
-        return rules.SeatFacts(
-            seat=self.name,
-            agent=self.agent_name,
-            quiet=self.quiet,
-            quiet_until=self.quiet_until if self.quiet else None,
-        )
-
-
-def _stored_datetime(value) -> datetime | None:
-    """A datetime column as a raw cursor returns it, made aware as the ORM makes it: an
-    aware datetime (PostgreSQL), a naive one in UTC (SQLite's converter; USE_TZ), or
-    SQLite's ISO text."""
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-# The datetime columns are read as text on SQLite: its declared-type converter would
-# parse each with Django's regex parser (~3 µs each, five per reader), fromisoformat
-# takes a tenth of that.
-_ROSTER_SQL = """
-    SELECT s.id, s.name, a.name, s.quiet, {quiet_until}, {live_until}, {last_seen},
-           {signed_off_at}, {hook_seen_at}, m.left_at
-    FROM {membership} m
-    JOIN {seat} s ON s.id = m.seat_id
-    JOIN {agent} a ON a.id = s.agent_id
-    WHERE m.room_id = %s
-    ORDER BY m.id
-"""
-
-
-_ROSTER_DATETIMES = ("quiet_until", "live_until", "last_seen", "signed_off_at", "hook_seen_at")
-
-
-def _roster(room: Room) -> list[Reader]:
-    """Every membership of the room (parted ones too), one statement, no model instances."""
-    text = connection.vendor == "sqlite"
-    sql = _ROSTER_SQL.format(
-        membership=Membership._meta.db_table,
-        seat=Seat._meta.db_table,
-        agent=Agent._meta.db_table,
-        **{
-            column: f"CAST(s.{column} AS TEXT)" if text else f"s.{column}"
-            for column in _ROSTER_DATETIMES
-        },
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [room.pk])
-        return [Reader(row) for row in cursor.fetchall()]
 
 
 def _resolve_re(room: Room, re: str | None) -> Entry | None:
@@ -415,7 +311,7 @@ class Decided:
 
     rows: list[WakeDecision]
     unwoken: Counter[str]
-    reasons: list[str]
+    reasons: Counter[str]
     wakes: list[str]
     notices: list[str]
     woken_ids: list[int]
@@ -428,7 +324,7 @@ def _decide(
     sender: Seat,
     re_entry: Entry | None,
     at: datetime,
-    roster: list[Reader] | None = None,
+    roster: rosters.Roster,
 ) -> Decided:
     facts = rules.EntryFacts(
         sender_seat=sender.name,
@@ -436,17 +332,21 @@ def _decide(
         to=tuple(entry.to),
         re_author=re_entry.sender if re_entry else None,
     )
-    if roster is None:
-        roster = _roster(room)
-    readers = [r for r in roster if r.current and r.pk != sender.pk]
-    rows, wakes, woken_ids = [], [], []
-    seat_facts: dict[int, rules.SeatFacts] = {}  # each reader's, made once
+    members = [m for m in roster.current if m.pk != sender.pk]
+    reasons: Counter[str] = Counter()  # every reader's decision, counted by reason
     unwoken: Counter[str] = Counter()  # decisions with no ledger row: counted per entry
-    reasons: list[str] = []
+    asked = members
+    if facts.to:
+        # decide_wake's second step, by lookup: a reader `to` does not name is
+        # not_addressed; only the others are asked.
+        asked = [m for m in roster.named_by(facts.to) if m.pk != sender.pk]
+        if len(asked) < len(members):
+            reasons["not_addressed"] = unwoken["not_addressed"] = len(members) - len(asked)
+    readers = rosters.readers(asked)
+    rows, wakes, woken_ids = [], [], []
     for reader in readers:
-        seat_facts[reader.pk] = reader.facts()
-        decision = rules.decide_wake(facts, seat_facts[reader.pk], at)
-        reasons.append(decision.reason)
+        decision = rules.decide_wake(facts, reader.member.facts, at)
+        reasons[decision.reason] += 1
         if not (decision.woken or decision.reason == "quiet"):
             unwoken[decision.reason] += 1
             continue
@@ -470,13 +370,14 @@ def _decide(
                 wakes.append(reader.name)
     # The live seats that were not woken are counted only for the notice of an entry
     # that wakes nobody (rules.send_notices): the only one that names them.
-    other_live = 0 if wakes else sum(1 for r in readers if r.liveness(at) == rules.LIVE)
+    other_live = 0
+    if not wakes:
+        everyone = readers if asked is members else rosters.readers(members)
+        other_live = sum(1 for r in everyone if r.liveness(at) == rules.LIVE)
 
     statuses = []
-    # A reader `to` names is one whose decision was not "not_addressed" (rules.decide_wake).
-    addressed = [r for r, reason in zip(readers, reasons, strict=True) if reason != "not_addressed"]
-    for name in entry.to:
-        matching = [r for r in addressed if rules.addressed_to([name], seat_facts[r.pk])]
+    for name in entry.to:  # `readers` are exactly the readers `to` names
+        matching = [r for r in readers if rules.addressed_to([name], r.member.facts)]
         quiet = [r for r in matching if r.is_quiet(at)]
         all_quiet = bool(matching) and len(quiet) == len(matching)
         statuses.append(
