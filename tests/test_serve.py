@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import signal
 import socket
 import sqlite3
@@ -154,3 +155,68 @@ def _wait_for_health(url: str, process: subprocess.Popen, timeout: float = 30) -
             pass
         time.sleep(0.1)
     raise AssertionError(f"{url}/healthz did not answer within {timeout}s")
+
+
+# -- writes (salon.serving.write_soon_transport) ---------------------------------------
+
+
+def test_a_connection_close_request_is_answered_and_the_connection_closed(daemon):
+    with socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := conn.recv(65536):  # b"" once the daemon has closed its side
+            received += chunk
+
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert body == b'{"ok": true, "db": "ok"}'
+
+
+def test_pushes_held_back_by_a_reader_that_stopped_reading_all_arrive_once_it_reads(daemon):
+    """Far more than the sockets' buffers hold: the daemon writes what the kernel takes and
+    keeps the rest until the stalled reader reads again, each push whole and in order."""
+    import asyncio
+
+    from tests.mcp_helpers import RawSession
+
+    pushes, size = 40, 60_000
+
+    async def scenario() -> list[str]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            session = await RawSession(client, daemon.url, "label=slow").open()
+            seat = await session.seat()
+            stalled = socket.socket()
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stalled.connect(("127.0.0.1", daemon.port))
+            reader, writer = await asyncio.open_connection(sock=stalled)
+            writer.write(
+                f"GET /mcp?label=slow HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Accept: text/event-stream\r\nMcp-Session-Id: {session.session_id}\r\n"
+                f"Mcp-Protocol-Version: 2025-11-25\r\n\r\n".encode()
+            )
+            await writer.drain()
+            await reader.readuntil(b"\r\n\r\n")  # the stream's head; then nothing is read
+            sent = []
+            for n in range(pushes):
+                text = f"{n:03d}" + "x" * size
+                answer = await client.post(
+                    f"{daemon.url}/notify?label=poster",
+                    json={"content": text, "type": "QUESTION", "to": [seat]},
+                )
+                assert answer.status_code == 202, answer.text
+                sent.append(text)
+            received: list[str] = []
+            body = b""
+            while len(received) < pushes:  # the stream's chunks, undone
+                length = int((await asyncio.wait_for(reader.readline(), 30)).strip(), 16)
+                body += (await reader.readexactly(length + 2))[:-2]
+                *events, body = body.split(b"\n\n")
+                for event in events:
+                    for line in event.split(b"\n"):
+                        if line.startswith(b"data: ") and b"claude/channel" in line:
+                            received.append(json.loads(line[6:])["params"]["content"])
+            writer.close()
+            return sent, received
+
+    sent, received = asyncio.run(scenario())
+    assert received == sent

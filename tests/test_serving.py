@@ -66,6 +66,8 @@ def test_the_open_bind_warning_counts_active_tokens_only():
 class _Connection:
     """What the application check touches of a daphne protocol."""
 
+    transport = None  # not a TCP connection: left as it is
+
     def __init__(self):
         self.errors: list[BaseException] = []
 
