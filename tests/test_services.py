@@ -1655,6 +1655,39 @@ def test_a_compiled_insert_stores_what_the_orm_would_for_any_number_of_rows(monk
         assert stored == {row.reason: (entry.pk, room.pk, row.count, now) for row in rows}
 
 
+def test_a_compiled_insert_hands_the_database_the_values_the_orm_prepares():
+    """Values of the exact type a column writes unchanged are passed as they are; every
+    other value (a bool in an int column, a str in a bool column, a datetime, JSON, a
+    UUID, a foreign key) through the ORM: the parameters are the ORM's, value for value."""
+    from django.db import connection
+    from django.db.models.sql import InsertQuery
+
+    from bus import compiled
+
+    room = make_room("team")
+    seat = make_seat("writer", room)
+    source = entry_of(send(seat, room, "first", type="QUESTION"))
+    now = timezone.now()
+    rows = [
+        WakeDecision(entry_id=source.id, seat_id=seat.pk, seat_name="x", room_id=room.pk,
+                     seq=3, woken=True, reason="addressed", decided_at=now, listener="live",
+                     push_seq=None, told_by=""),
+        WakeDecision(entry_id=source.id, seat_id=None, seat_name="", room_id=room.pk,
+                     seq=True, woken=1, reason="quiet", decided_at=now, listener="",
+                     push_seq=7, pushed_at=now),
+    ]  # fmt: skip
+    insert = compiled.CompiledInsert(WakeDecision)
+    for row in rows:  # one row a statement: the shape every backend compiles
+        shape = compiled._InsertShape.compile(insert, connection, [row])
+        query = InsertQuery(WakeDecision)
+        query.insert_values(insert.fields, [row], raw=False)
+        orm = query.get_compiler(connection=connection)
+
+        expected = [orm.prepare_value(f, orm.pre_save_val(f, row)) for f in insert.fields]
+        assert shape.params([row]) == expected
+        assert [type(v) for v in shape.params([row])] == [type(v) for v in expected]
+
+
 @pytest.mark.django_db
 def test_the_embedded_stores_cursor_converts_placeholders_as_djangos_does_run_after_run():
     """salon.sqlite keeps each statement's converted text: the same statement, run again,

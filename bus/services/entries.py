@@ -353,10 +353,10 @@ def _decide(
         liveness = reader.liveness(at)
         rows.append(
             WakeDecision(
-                entry=entry,
+                entry_id=entry.id,
                 seat_id=reader.pk,
                 seat_name=reader.name,
-                room=room,
+                room_id=room.pk,
                 seq=entry.seq,
                 woken=decision.woken,
                 reason=decision.reason,
@@ -426,7 +426,11 @@ def _record(entry: Entry, decided: Decided, *, sender: Seat) -> None:
             lambda: _COUNT_INSERT.insert(
                 [
                     DecisionCount(
-                        entry=entry, room=entry.room, reason=reason, count=n, decided_at=decided.at
+                        entry_id=entry.id,
+                        room_id=entry.room_id,
+                        reason=reason,
+                        count=n,
+                        decided_at=decided.at,
                     )
                     for reason, n in sorted(decided.unwoken.items())
                 ]
