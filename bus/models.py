@@ -228,7 +228,8 @@ class Entry(models.Model):
     VIA_CHOICES = [("tool", "tool"), ("cli", "cli"), ("notify", "notify"), ("relay", "relay")]
 
     id = models.UUIDField(primary_key=True, default=_new_entry_id, editable=False)
-    room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="entries")
+    # No index of its own: the unique (room, seq) serves every lookup by room.
+    room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="entries", db_index=False)
     seq = models.BigIntegerField()
     ts = models.DateTimeField()
     sender = models.CharField(max_length=200)  # the seat name; kept when the seat is pruned
@@ -322,7 +323,10 @@ class WakeDecision(models.Model):
     # a Stop-hook block, the SessionStart context, an inbox or peek that returns it.
     TELLERS = ("wait", "monitor", "stop", "start", "inbox")
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="decisions")
+    # No index of its own: the unique (entry, seat) serves every lookup by entry.
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, related_name="decisions", db_index=False
+    )
     seat = models.ForeignKey(
         Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions"
     )
@@ -380,7 +384,8 @@ class DecisionCount(models.Model):
     sending transaction, insert-only (never a row lock to wait for).
     """
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the unique (entry, reason) serves every lookup by entry.
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+", db_index=False)
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
     reason = models.CharField(max_length=16)
     count = models.IntegerField()

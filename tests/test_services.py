@@ -1704,3 +1704,20 @@ def test_the_embedded_stores_cursor_converts_placeholders_as_djangos_does_run_af
         second = cursor.fetchone()
     assert (first, second) == (("%sa", 1), ("%sb", 2))
     assert type(connections["default"]).__module__ == "salon.sqlite.base"
+
+
+def test_a_send_writes_no_index_that_a_unique_constraint_already_covers():
+    """Every index is one more B-tree each send writes: a foreign key that a unique
+    constraint starts with has no index of its own (migration 0011)."""
+    from django.db import connection
+
+    from bus.models import DecisionCount
+
+    with connection.cursor() as cursor:
+        for model in (Entry, WakeDecision, DecisionCount):
+            table = model._meta.db_table
+            constraints = connection.introspection.get_constraints(cursor, table)
+            leading = [c["columns"][0] for c in constraints.values() if c["unique"]]
+            for name, c in constraints.items():
+                if c["index"] and not c["unique"] and len(c["columns"]) == 1:
+                    assert c["columns"][0] not in leading, f"{table}.{name} duplicates a unique"
