@@ -35,6 +35,7 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from bus import rules, services, strict
+from bus.models import Seat
 from relay.webhook import (
     MAX_BODY_BYTES,
     NotifyError,
@@ -170,7 +171,8 @@ def _answer_batch(batch: list[Posted]) -> list[Answer]:
             # First of the after-commit callbacks: it runs once the commit has succeeded,
             # before the requests' own (the doorbells), whatever those do.
             transaction.on_commit(lambda: committed.append(True))
-            answers = [_answer(posted) for posted in batch]
+            senders: dict[str, Seat] = {}
+            answers = [_answer(posted, senders) for posted in batch]
     except Exception:
         if committed:  # stored; a callback after the commit failed: the answers stand
             log.exception("/notify: an after-commit callback of a batch failed")
@@ -198,12 +200,18 @@ async def on_database_thread(func, *args):
     return await on_thread(*args)
 
 
-def _answer(posted: Posted) -> Answer:
+def _answer(posted: Posted, senders: dict[str, Seat] | None = None) -> Answer:
+    """`senders`: the seats of the labels its batch stored an entry of (GroupCommit)."""
+    senders = {} if senders is None else senders
     try:
         # Its own savepoint inside a batch (its own transaction otherwise): whatever fails
         # takes back this request's writes only.
         with transaction.atomic():
-            return _notify(posted)
+            answer, seat = _notify(posted, senders)
+        # Kept for the batch only once this request's writes stand: a seat made by a
+        # request that failed is rolled back with it.
+        senders.setdefault(seat.agent.name, seat)
+        return answer
     except NotifyError as exc:
         return exc.status, exc.body()
     except Exception:  # never a traceback to the caller; the log has it
@@ -211,7 +219,7 @@ def _answer(posted: Posted) -> Answer:
         return _commit_failed()
 
 
-def _notify(posted: Posted) -> Answer:
+def _notify(posted: Posted, senders: dict[str, Seat]) -> tuple[Answer, Seat]:
     label = posted.label
     if not label:
         raise NotifyError(
@@ -236,8 +244,10 @@ def _notify(posted: Posted) -> Answer:
     # In the caller's transaction (_answer's): a refused send leaves no seat behind for
     # the label either.
     try:
-        # No last_seen of its own: the send sets it, in this same transaction.
-        seat = services.seats.check_in(agent=label, touch=False)
+        # No last_seen of its own: the send sets it, in this same transaction. Within
+        # one batch (one transaction holding the store's write lock), the seat its
+        # label's first stored request found.
+        seat = senders.get(label) or services.seats.check_in(agent=label, touch=False)
         # No room named: the label's primary room (SPEC §10), never an error.
         room = note.room or services.rooms.agent_primary_room(label)
         report = services.entries.send_entry(
@@ -259,4 +269,4 @@ def _notify(posted: Posted) -> Answer:
         raise NotifyError(422, str(exc)) from None
     # The 202 leaves only once the transaction around this has committed (the request's
     # own, or its batch's: GroupCommit), so the entry is durable before it does.
-    return 202, report
+    return (202, report), seat

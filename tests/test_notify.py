@@ -590,6 +590,26 @@ def test_concurrent_posts_share_one_transaction_and_a_refused_one_rolls_back_alo
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_new_labels_first_post_refused_in_a_batch_leaves_the_next_its_own_seat():
+    """The batch reuses a label's seat only once a request of it was stored: the first
+    post made the seat and was refused, so its seat went with it; the next ones make it
+    again, and all of them write as that one seat."""
+    RoomFactory(name="team")
+    bodies = [{"content": "lost", "room": "no-such-room"}] + [
+        {"content": f"n{i}", "room": "team"} for i in range(3)
+    ]
+    batches = []
+
+    responses = _submit_all(_notify_requests(bodies, label="newcomer"), batches)
+
+    assert batches == [4]
+    assert [status for status, _ in responses] == [404, 202, 202, 202]
+    [seat] = Seat.objects.filter(agent__name="newcomer")
+    assert set(Entry.objects.values_list("sender", flat=True)) == {seat.name}
+    assert Entry.objects.count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
 def test_when_a_batchs_commit_fails_no_request_of_it_is_acknowledged_or_stored(monkeypatch):
     from django.db import OperationalError, connections
 
