@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from bus import rules, services
-from bus.compiled import CompiledLookup
+from bus.compiled import CompiledLookup, update_by_ids
 from bus.models import Seat
 from mcpgate import tools
 from mcpgate.models import McpSession
@@ -98,17 +98,10 @@ def load_session(session_id: str) -> McpSession | None:
 _OPEN_SESSIONS = CompiledLookup(McpSession, "id", "seat__agent", ended_at__isnull=True)
 
 
-# Ids per UPDATE: bounds the statement's parameters (SQLite allows 32,766).
-ID_CHUNK = 1000
-
-
 def mark_sessions_active(session_ids: set[str]) -> None:
     """Open streams are activity: the keep-alive ticker refreshes all of a process's
     sessions at once (so an open stream's session is never swept as idle)."""
-    at = timezone.now()
-    ids = sorted(session_ids)
-    for start in range(0, len(ids), ID_CHUNK):
-        McpSession.objects.filter(pk__in=ids[start : start + ID_CHUNK]).update(last_active_at=at)
+    update_by_ids(McpSession, session_ids, last_active_at=timezone.now())
 
 
 def sweep_idle() -> int:

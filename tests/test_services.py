@@ -1721,3 +1721,23 @@ def test_a_send_writes_no_index_that_a_unique_constraint_already_covers():
             for name, c in constraints.items():
                 if c["index"] and not c["unique"] and len(c["columns"]) == 1:
                     assert c["columns"][0] not in leading, f"{table}.{name} duplicates a unique"
+
+
+def test_an_update_by_ids_writes_the_orms_values_to_exactly_those_rows_past_a_chunk(
+    monkeypatch,
+):
+    from bus import compiled
+
+    room = make_room("team")
+    seats = [make_seat(f"s{n}", room) for n in range(7)]
+    untouched = Seat.objects.get(pk=seats[-1].pk)
+    at = timezone.now().replace(microsecond=654321)
+    monkeypatch.setattr(compiled, "ID_CHUNK", 2)  # 6 ids: three statements
+
+    compiled.update_by_ids(Seat, [s.pk for s in seats[:6]], last_seen=at, quiet=True)
+
+    for seat in seats[:6]:
+        seat.refresh_from_db()
+        assert (seat.last_seen, seat.quiet) == (at, True)
+    seats[-1].refresh_from_db()
+    assert (seats[-1].last_seen, seats[-1].quiet) == (untouched.last_seen, False)

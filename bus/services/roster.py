@@ -21,12 +21,11 @@ from datetime import UTC, datetime
 from django.db import connection
 
 from bus import rules
+from bus.compiled import ID_CHUNK
 from bus.models import Agent, Membership, Seat
 
 # Rooms whose roster a process keeps; past it the oldest is dropped.
 KEPT_ROOMS = 256
-# Seat ids per liveness lookup: bounds a statement's parameters (SQLite allows 32,766).
-ID_CHUNK = 500
 
 
 class Member:

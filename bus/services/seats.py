@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from bus import rules, wire
-from bus.compiled import CompiledLookup
+from bus.compiled import CompiledLookup, update_by_ids
 from bus.models import Agent, DecisionCount, Membership, ReadCount, Room, Seat, WakeDecision
 from bus.rules import RuleError
 from bus.services import rooms
@@ -191,9 +191,6 @@ def seat_by_name(name: str) -> Seat | None:
 
 # ---------------------------------------------------------------- liveness evidence
 
-# Ids per UPDATE: bounds the statement's parameters (SQLite allows 32,766).
-LIVE_CHUNK = 1000
-
 
 def keep_live(*, seat: Seat, seconds: int = 45) -> datetime:
     """An open stream or a running server: live for the next `seconds`.
@@ -208,11 +205,7 @@ def keep_seats_live(*, seat_ids: Iterable[int], seconds: int = 45) -> datetime:
     refreshes every open stream's seat at once). Returns the live_until written."""
     at = timezone.now()
     until = at + timedelta(seconds=seconds)
-    ids = sorted(seat_ids)
-    for start in range(0, len(ids), LIVE_CHUNK):
-        Seat.objects.filter(pk__in=ids[start : start + LIVE_CHUNK]).update(
-            last_seen=at, live_until=until
-        )
+    update_by_ids(Seat, seat_ids, last_seen=at, live_until=until)
     return until
 
 
