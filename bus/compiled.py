@@ -25,7 +25,8 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.models import Model
 from django.db.models.sql import InsertQuery
 
-# Key counts compiled per connection; a lookup with more keys runs through the ORM.
+# Key counts compiled per connection (a lookup with more keys runs through the ORM), and
+# rows per compiled INSERT (more are written in several).
 MAX_SHAPES = 32
 
 
@@ -141,20 +142,23 @@ class CompiledInsert:
         self._compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def insert(self, objs: list[Model]) -> None:
-        if not objs:
-            return
+        """The rows in statements of at most MAX_SHAPES rows each (a broadcast's wake rows:
+        one per reader), in order."""
         conn = connections[DEFAULT_DB_ALIAS]
         shapes = self._compiled.setdefault(conn, {})
-        shape = shapes.get(len(objs)) if len(objs) <= MAX_SHAPES else False
-        if shape is None:
-            shape = shapes[len(objs)] = _InsertShape.compile(self, conn, objs)
-        if shape:
-            shape.run(objs)
-        else:  # more rows than are compiled, or a statement not of one row's values each
-            self.model.objects.bulk_create(objs)
-            return
-        for obj in objs:
-            obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS
+        for start in range(0, len(objs), MAX_SHAPES):
+            chunk = objs[start : start + MAX_SHAPES]
+            shape = shapes.get(len(chunk))
+            if shape is None:
+                shape = shapes[len(chunk)] = _InsertShape.compile(self, conn, chunk)
+            if not shape:
+                # A statement not of one row's values each (PostgreSQL's several rows):
+                # the ORM writes what is left, in as few statements as it can.
+                self.model.objects.bulk_create(objs[start:])
+                return
+            shape.run(chunk)
+            for obj in chunk:
+                obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS
 
 
 # Values the ORM may write unchanged, by column type: for a column whose type is here and

@@ -1642,7 +1642,7 @@ def test_a_compiled_insert_stores_what_the_orm_would_for_any_number_of_rows(monk
     assert not entry._state.adding
 
     counts = compiled.CompiledInsert(DecisionCount)
-    for n in (1, 3, 40):  # 40: more rows than are compiled, through bulk_create
+    for n in (1, 3, 40):  # 40: more rows than one statement takes, in several
         if n == 40:
             monkeypatch.setattr(compiled, "MAX_SHAPES", 8)
         rows = [DecisionCount(entry=entry, room=room, reason=f"r{n}-{i}", count=i + 1,
