@@ -24,7 +24,7 @@ from bus import rules
 from bus.compiled import ID_CHUNK
 from bus.models import Agent, Membership, Seat
 
-# Rooms whose roster a process keeps; past it the oldest is dropped.
+# Rooms whose roster a process keeps; past it, it starts over.
 KEPT_ROOMS = 256
 
 
@@ -91,14 +91,9 @@ def of_room(room_id: int, stamp: int | None) -> Roster:
     roster = Roster(stamp, _read_members(room_id))
     if stamp is not None:
         if len(_kept) >= KEPT_ROOMS and key not in _kept:
-            del _kept[next(iter(_kept))]
+            _kept.clear()  # more rooms than are kept: start over (safe on any thread)
         _kept[key] = roster
     return roster
-
-
-def forget() -> None:
-    """Drop every kept roster (tests that rewrite the store behind the triggers' back)."""
-    _kept.clear()
 
 
 class _ParsedOnRead:
