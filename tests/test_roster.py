@@ -4,6 +4,7 @@ whoever wrote it, and a change rolled back must leave nothing of itself behind."
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from itertools import combinations
 
@@ -249,3 +250,29 @@ def test_no_roster_is_kept_without_a_stamp(team):
 
     assert {m.agent_name for m in roster.of_room(team.pk, None).current} == {"api", "docs"}
     assert {m.agent_name for m in first.current} == {"api"}
+
+
+@on_sqlite
+def test_a_store_of_the_version_before_the_stamp_says_to_migrate_and_then_works(tmp_path):
+    """An upgrade whose store is not migrated yet: one line naming `salon migrate`, no
+    traceback; after it, sends decide over the kept roster as before."""
+    from tests.support import drop_store, run_salon, salon_env
+
+    env = salon_env(tmp_path, CLAUDE_CODE_SESSION_ID="3f9c1a20-0000-4000-8000-000000000000")
+    try:
+        assert run_salon("migrate", "bus", "0009", env=env).returncode == 0
+        assert run_salon("rooms", "--create", "team", env=env).returncode == 0
+
+        refused = run_salon("send", "team", "FACT", "hello", env=env)
+
+        assert refused.returncode == 1
+        assert "older than this version; run `salon migrate`" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert run_salon("migrate", env=env).returncode == 0
+        api = dict(env, CLAUDE_CODE_SESSION_ID="7b02e5d1-0000-4000-8000-000000000000")
+        assert run_salon("join", "team", env=api, cwd=tmp_path).returncode == 0
+        sent = run_salon("send", "team", "QUESTION", "port?", "--json", env=env)
+        assert sent.returncode == 0, sent.stderr
+        assert json.loads(sent.stdout)["wakes"] == [f"{tmp_path.name}#7b02e5d1"]
+    finally:
+        drop_store(env)

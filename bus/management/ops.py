@@ -87,9 +87,11 @@ def explain(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     if isinstance(exc, DatabaseError):
         if "no such table" in text or "does not exist" in text:
+            # A new store, or one older than this agent-salon (an upgrade not yet migrated).
             return (
-                f"the database has no agent-salon tables yet ({text}): "
-                "run `salon migrate` (or `salon serve`, which applies migrations)"
+                f"the database lacks a table of this agent-salon ({text}): it is new, or "
+                "older than this version; run `salon migrate` (or `salon serve`, which "
+                "applies migrations)"
             )
         if "no such column" in text:
             return (
