@@ -12,6 +12,7 @@ connection and row count, and each row's values are the ORM's own (pre_save, the
 get_db_prep_save, by the compiler's methods). The ORM stays the one author of the SQL
 and of the values. `columns` and `model_from_row` do the same for a statement written
 out (a join the ORM would compile on every call): its SELECT list, and its rows as models.
+`update_by_ids` writes one UPDATE for thousands of ids, each value prepared by its field.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class CompiledInsert:
 # Values the ORM may write unchanged, by column type: for a column whose type is here and
 # whose preparation on this connection gives such a value back as it is (checked once, when
 # the shape is compiled: PostgreSQL wraps a big integer, for one), params() takes the
-# value as it is, without the ORM's chain of calls (a third of a send's INSERT work). Any
+# value as it is, without the ORM's chain of calls (most of preparing a send's INSERT). Any
 # other value, and every other column, goes through the ORM.
 _SAMPLES = {
     "CharField": "sample",
