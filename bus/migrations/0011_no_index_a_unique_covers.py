@@ -6,8 +6,13 @@ rebuilt (SQLite's schema editor would copy a whole table for an AlterField)."""
 import django.db.models.deletion
 from django.db import migrations, models
 
-# (model, field): the foreign keys whose own index goes.
-COVERED = [("entry", "room"), ("wakedecision", "entry"), ("decisioncount", "entry")]
+# The foreign keys whose own index goes: (model, field, the model it points to, on_delete,
+# related_name), as the models declare them.
+COVERED = [
+    ("entry", "room", "bus.room", django.db.models.deletion.PROTECT, "entries"),
+    ("wakedecision", "entry", "bus.entry", django.db.models.deletion.CASCADE, "decisions"),
+    ("decisioncount", "entry", "bus.entry", django.db.models.deletion.CASCADE, "+"),
+]
 
 
 def _index_name(schema_editor, model, field_name: str) -> str:
@@ -16,14 +21,14 @@ def _index_name(schema_editor, model, field_name: str) -> str:
 
 
 def drop_indexes(apps, schema_editor):
-    for model_name, field_name in COVERED:
+    for model_name, field_name, *_ in COVERED:
         model = apps.get_model("bus", model_name)
         name = schema_editor.quote_name(_index_name(schema_editor, model, field_name))
         schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 def create_indexes(apps, schema_editor):
-    for model_name, field_name in COVERED:
+    for model_name, field_name, *_ in COVERED:
         model = apps.get_model("bus", model_name)
         field = model._meta.get_field(field_name)
         schema_editor.execute(
@@ -41,35 +46,13 @@ class Migration(migrations.Migration):
             database_operations=[migrations.RunPython(drop_indexes, create_indexes)],
             state_operations=[
                 migrations.AlterField(
-                    model_name="decisioncount",
-                    name="entry",
+                    model_name=model_name,
+                    name=field_name,
                     field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="bus.entry",
+                        db_index=False, on_delete=on_delete, related_name=related, to=to
                     ),
-                ),
-                migrations.AlterField(
-                    model_name="entry",
-                    name="room",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="entries",
-                        to="bus.room",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="wakedecision",
-                    name="entry",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="decisions",
-                        to="bus.entry",
-                    ),
-                ),
+                )
+                for model_name, field_name, to, on_delete, related in COVERED
             ],
         ),
     ]
