@@ -3,9 +3,10 @@
 Pure functions over plain values: no Django, no database, no clock of their own
 (callers pass ``now``), so the same rule serves ``send``, the push, ``wait``, the
 hooks, the stats and the tests. Datetimes are expected to be timezone-aware (UTC). The
-records they take and give are immutable named tuples: every command imports this
-module, and `dataclasses` would bring `inspect` with it (~10 ms of each served
-command's start, bench/RESULTS.md).
+records they take and give are immutable named tuples, `collections.namedtuple`'s: every
+command imports this module, and `dataclasses` would bring `inspect` with it (~10 ms of
+each served command's start, bench/RESULTS.md), typing's `NamedTuple` the `typing`
+module (~3 ms).
 
 Errors are :class:`RuleError` (a ``ValueError``) whose message says what was wrong
 and how to fix it, on one line, and never echoes more than ~64 characters of the
@@ -17,9 +18,9 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
 from bus import strict
 
@@ -424,27 +425,24 @@ def unknown_addressee_error(name: str, known: Iterable[str], room: str) -> str:
 # --- who is woken -----------------------------------------------------------------
 
 
-class SeatFacts(NamedTuple):
-    """What wakes() needs to know about a reading seat."""
+class SeatFacts(namedtuple("SeatFacts", "seat agent quiet quiet_until", defaults=(False, None))):
+    """What wakes() needs to know about a reading seat: its name, its agent's (str), its
+    quiet flag (bool) and when that quiet ends (datetime, or None: never)."""
 
-    seat: str
-    agent: str
-    quiet: bool = False
-    quiet_until: datetime | None = None
+    __slots__ = ()
 
 
-class EntryFacts(NamedTuple):
-    """What wakes() needs to know about an entry; ``re_author`` wrote the ``re`` entry."""
+class EntryFacts(namedtuple("EntryFacts", "sender_seat type to re_author", defaults=((), None))):
+    """What wakes() needs to know about an entry: its sender's seat and type (str), its
+    addressees (a tuple of names) and who wrote the ``re`` entry (str or None)."""
 
-    sender_seat: str
-    type: str
-    to: tuple[str, ...] = ()
-    re_author: str | None = None
+    __slots__ = ()
 
 
-class Decision(NamedTuple):
-    woken: bool
-    reason: str
+class Decision(namedtuple("Decision", "woken reason")):
+    """woken: bool; reason: one of REASONS."""
+
+    __slots__ = ()
 
 
 def quiet_active(quiet: bool, quiet_until: datetime | None, now: datetime) -> bool:
@@ -583,13 +581,11 @@ def _last_break(text: str, limit: int) -> int:
     return best
 
 
-class Clip(NamedTuple):
+class Clip(namedtuple("Clip", "text full held_back", defaults=(None, 0))):
     """What inbox hands out of an entry: ``text``, and when it was cut, the full length
-    and how many characters were held back."""
+    (int, else None) and how many characters were held back."""
 
-    text: str
-    full: int | None = None
-    held_back: int = 0
+    __slots__ = ()
 
 
 def clip(text: str, limit: int) -> Clip:
@@ -623,17 +619,18 @@ def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[i
 # --- what send answers ------------------------------------------------------------
 
 
-class AddresseeStatus(NamedTuple):
-    """One ``to`` name as send saw it.
+class AddresseeStatus(
+    namedtuple(
+        "AddresseeStatus", "name live_seats quiet_until quiet_forever", defaults=(None, False)
+    )
+):
+    """One ``to`` name as send saw it: the name, how many of its seats are live (int).
 
-    ``quiet_until``/``quiet_forever`` describe an addressee whose seats are all quiet
-    (an expired quiet must already be left out by the caller).
+    ``quiet_until`` (datetime or None) / ``quiet_forever`` (bool) describe an addressee
+    whose seats are all quiet (an expired quiet must already be left out by the caller).
     """
 
-    name: str
-    live_seats: int
-    quiet_until: datetime | None = None
-    quiet_forever: bool = False
+    __slots__ = ()
 
 
 def send_notices(

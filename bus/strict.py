@@ -23,8 +23,10 @@ import json
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import NoReturn
-from urllib.parse import urlsplit
+
+TYPE_CHECKING = False  # not typing's: the hooks import this module, and not typing
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 # Python's JSON parser and encoder recurse once per level and stop near 1,000 levels of
 # the whole stack: a document that parses must still leave room for its callers.
@@ -254,6 +256,8 @@ def host_origin_problem(host: str | None, origin: str | None, allowed: Sequence[
         return None
     if origin == "null":
         return "Origin 'null' is not allowed (an opaque origin: a sandboxed page or a file)"
+    from urllib.parse import urlsplit  # only a request with an Origin gets here
+
     try:
         netloc = urlsplit(origin).netloc
     except ValueError:

@@ -217,6 +217,8 @@ def triage_command(value: str) -> list[str]:
 
 
 def _bind_address(value: str) -> str:
+    if value == "127.0.0.1":
+        return value  # the default, read by every command: no ipaddress module for it
     import ipaddress
 
     try:

@@ -31,9 +31,9 @@ import contextlib
 import os
 import stat
 import sys
+from collections import namedtuple
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from salon.config import ConfigError
 
@@ -68,11 +68,14 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("agent-salon", appauthor=False))
 
 
-class Location(NamedTuple):  # not a dataclass: see bus.rules (start-up time)
-    data_dir: Path
-    db_path: Path | None  # the SQLite file; None with DATABASE_URL
-    database_url: str
-    secret_path: Path | None  # None when AGENT_SALON_SECRET is given
+class Location(namedtuple("Location", "data_dir db_path database_url secret_path")):
+    """data_dir: Path; db_path: the SQLite file, None with DATABASE_URL; database_url: str;
+    secret_path: None when AGENT_SALON_SECRET is given.
+
+    A plain namedtuple, not a dataclass or typing's NamedTuple: every hook imports this
+    module, and neither `dataclasses` nor `typing` otherwise (start-up time)."""
+
+    __slots__ = ()
 
     @property
     def store(self) -> str:

@@ -26,7 +26,12 @@ WEB_SEAT_2 = "web-app#aa11bb22"
 API_SEAT = "api-service#c4e1b7d2"
 OPS_SEAT = "ops#0b5e7f10"
 
-EVENTS = {"session-start": "SessionStart", "stop": "Stop", "heartbeat": "PostToolUse"}
+EVENTS = {
+    "session-start": "SessionStart",
+    "stop": "Stop",
+    "heartbeat": "PostToolUse",
+    "session-end": "SessionEnd",
+}
 
 
 def salon(env, *args, agent=None, session=None, cwd=None, stdin="", **extra):

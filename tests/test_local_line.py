@@ -198,6 +198,43 @@ def test_a_due_heartbeat_over_the_line_writes_last_seen_and_the_stamp(
     assert list(Path(env["TMPDIR"]).glob("agent-salon-*/beat-*"))
 
 
+# What a process Claude Code starts on every turn and tool call costs is mostly what it
+# imports; over a running server a hook or a command needs none of these (each a few ms).
+NOT_FOR_A_SERVED_PROCESS = {
+    "django", "asyncio", "typing", "logging", "subprocess", "concurrent", "dataclasses",
+}  # fmt: skip
+
+
+def imported(stderr: str) -> set[str]:
+    """The top-level modules a process run with PYTHONPROFILEIMPORTTIME=1 imported."""
+    return {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_hooks_and_a_command_answered_by_a_server_import_nothing_they_do_not_use(
+    env, webdir, server
+):
+    the_team(env, webdir)
+    profiled = {**env, "PYTHONPROFILEIMPORTTIME": "1"}
+    runs = {
+        kind: hook(profiled, kind, WEB_SESSION, webdir) for kind in ("session-start", "heartbeat")
+    }
+    send(env, api, "team", "QUESTION", "who owns the login form?")  # the Stop hook blocks on it
+    runs["stop"] = hook(profiled, "stop", WEB_SESSION, webdir)
+    runs["send"] = as_web(profiled, "send", "team", "FACT", "profiled")
+    runs["session-end"] = hook(profiled, "session-end", WEB_SESSION, webdir)
+
+    assert runs["stop"].stdout and json.loads(runs["stop"].stdout)["decision"] == "block"
+    assert runs["send"].returncode == 0
+    for name, run in runs.items():
+        modules = imported(run.stderr)
+        assert "json" in modules, name  # the profile is really there
+        assert not modules & NOT_FOR_A_SERVED_PROCESS, (name, modules & NOT_FOR_A_SERVED_PROCESS)
+
+
 def test_a_killed_servers_socket_is_removed_and_the_hook_runs_itself(env, webdir, tmp_path):
     process = stdio_server(env, project(tmp_path, "docs-site"), "dead0000-0000-4000-8000-0")
     path = wait_for_socket(env, process)

@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from bus import judge, strict
+from bus import strict
 from mcpgate.claude import sessionmap
 from mcpgate.claude.hookinput import (
     HOOKS,
@@ -53,6 +53,8 @@ def judge_somewhere(ctx: HookContext, line: Line) -> None:
     the rows are claimed and recorded by whoever answers the line, and the judge runs
     here, in the hook's own process. A failure here is logged and the hook goes on (a
     row left pending is failed after its timeout)."""
+    from bus import judge  # threads and a subprocess: only a Stop hook with a judge
+
     answer = line.answer({"op": "triage-claim", "args": ctx.to_wire(), "caller": {}})
     if "refusal" in answer:
         raise RuntimeError(answer["refusal"])

@@ -24,9 +24,12 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Mapping
-from typing import TextIO
 
 from bus import strict
+
+TYPE_CHECKING = False  # not typing's: every command imports this module, and not typing
+if TYPE_CHECKING:
+    from typing import TextIO
 
 SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"
 
