@@ -58,8 +58,11 @@ def after(since: Positions, *, room: Room | None = None, limit: int = REPLAY_LIM
             # Seqs are dense, so this is exactly the room's next `limit` entries, served
             # by the entry_room_seq index: room = R AND seq BETWEEN a AND b.
             where |= Q(room_id=rid, seq__gt=start, seq__lte=min(seq, start + limit))
-    rows = Entry.objects.filter(where).select_related("room").order_by("ts", "room_id", "seq")
-    return _items(list(rows))
+    rows = Entry.objects.filter(where).select_related("room").order_by("room_id", "seq")
+    per_room: dict[int, list[Entry]] = defaultdict(list)
+    for row in rows:
+        per_room[row.room_id].append(row)
+    return _items(list(rules.oldest_first(per_room.values())))
 
 
 def recent(at: Positions, *, room: Room | None = None, limit: int = BACKLOG) -> list[Item]:

@@ -16,10 +16,11 @@ offending input (it may be hostile).
 from __future__ import annotations
 
 import difflib
+import heapq
 import json
 import re
 from collections import namedtuple
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from bus import strict
@@ -598,6 +599,15 @@ def clip(text: str, limit: int) -> Clip:
         cut = limit
     held_back = len(text) - cut
     return Clip(f"{text[:cut]} {_CLIP_TAIL.format(n=held_back)}", len(text), held_back)
+
+
+def oldest_first(per_room: Iterable[Iterable]) -> Iterator:
+    """§4: the entries of several rooms (each room's in seq order) as one run, oldest
+    first, and entries of one millisecond in the order they were written: by ``ts``, then
+    by ``id`` (a UUIDv7, counting up within a process's millisecond). Each room's own
+    entries keep the order given (a merge never reorders one of its inputs), so a prefix
+    of the run is a prefix of every room's: a cursor moved over it skips nothing."""
+    return heapq.merge(*per_room, key=lambda entry: (entry.ts, entry.id))
 
 
 def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]) -> int:

@@ -316,6 +316,25 @@ def test_entries_after_positions_come_per_room_in_order_and_a_new_room_from_its_
     assert live.after(moved) == [] and moved == live.positions()
 
 
+@pytest.mark.django_db
+def test_entries_of_one_millisecond_in_two_rooms_come_in_the_order_written(monkeypatch):
+    from django.utils import timezone
+
+    from bus import services
+
+    web_seat = services.seats.check_in(agent="web-app", session_id="3f9c1a20-0000-4000-8000-1")
+    for room in ("team", "ops"):  # team's room id is the lower one
+        services.rooms.create_room(name=room)
+        services.rooms.join_room(seat=web_seat, room=room)
+    start = live.positions()
+    one_instant = timezone.now()
+    monkeypatch.setattr(services.entries.timezone, "now", lambda: one_instant)
+    for room, text in (("ops", "first"), ("team", "second"), ("ops", "third")):
+        services.entries.send_entry(seat=web_seat, room=room, type="FACT", text=text)
+
+    assert [i.data["content"] for i in live.after(start)] == ["first", "second", "third"]
+
+
 # ---------------------------------------------------------------- keep-alive (in-process)
 
 

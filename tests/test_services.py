@@ -845,6 +845,28 @@ def test_a_history_over_rooms_keeps_entries_of_one_millisecond_in_the_order_writ
     assert [e["content"] for e in history["entries"]] == ["first.", "second.", "third."]
 
 
+def test_an_inbox_over_rooms_keeps_entries_of_one_millisecond_in_the_order_written(
+    team, monkeypatch
+):
+    """REGRESSION: 2026-12-02, a CI run on a fast host: an inbox over two rooms ordered
+    entries of one millisecond by room name ("ops" before "team"), not as written."""
+    ops = make_room("ops")
+    writer = make_seat("web", team, ops)
+    reader = make_seat("api", team, ops)
+    one_instant = timezone.now()
+    monkeypatch.setattr(services.entries.timezone, "now", lambda: one_instant)
+    send(writer, team, "first.")
+    send(writer, ops, "second.")
+    send(writer, team, "third.")
+    send(writer, ops, "fourth.")
+
+    first = services.reading.read_inbox(seat=reader, limit=3)
+    rest = services.reading.read_inbox(seat=reader)
+
+    assert [e["content"] for e in first["entries"]] == ["first.", "second.", "third."]
+    assert [e["content"] for e in rest["entries"]] == ["fourth."]  # each cursor moved just so
+
+
 def test_a_long_backlog_is_counted_up_to_a_cap_and_says_so(team, monkeypatch):
     monkeypatch.setattr(services.reading, "COUNT_CAP", 3)
     writer = make_seat("web", team)

@@ -5,6 +5,7 @@ Only an inbox read moves a cursor, and only over the entries it returned.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from django.conf import settings
@@ -45,20 +46,19 @@ def read_inbox(
             m.room_id: m
             for m in Membership.objects.current().filter(seat=seat, room__in=rooms_read)
         }
-        batch: list[Entry] = []
+        per_room: list[list[Entry]] = []
         counts = {"unread": 0, "unreadForMe": 0, "unreadWaking": 0, "countsCapped": False}
         for room_row in rooms_read:
             cursor = memberships[room_row.pk].cursor
             unread = _after_cursor(seat, room_row, cursor)
-            batch += list(unread.select_related("room")[:limit])
+            per_room.append(list(unread.select_related("room")[:limit]))
             here = _unread_counts(seat, room_row, cursor, unread)
             counts = {
                 key: (value or here[key]) if key == "countsCapped" else value + here[key]
                 for key, value in counts.items()
             }
-        # Oldest first across rooms: within a room, ts order is seq order (both are taken
-        # under the room's lock), so what is returned is a prefix of each room's unread.
-        batch = sorted(batch, key=lambda e: (e.ts, e.room.name, e.seq))[:limit]
+        # What is returned is a prefix of each room's unread: its cursor moves over just that.
+        batch = list(itertools.islice(rules.oldest_first(per_room), limit))
         if advance:
             furthest: dict[int, int] = {}
             for entry in batch:
