@@ -59,10 +59,15 @@ def after(since: Positions, *, room: Room | None = None, limit: int = REPLAY_LIM
             # by the entry_room_seq index: room = R AND seq BETWEEN a AND b.
             where |= Q(room_id=rid, seq__gt=start, seq__lte=min(seq, start + limit))
     rows = Entry.objects.filter(where).select_related("room").order_by("room_id", "seq")
+    return _items(_in_order(rows))
+
+
+def _in_order(rows) -> list[Entry]:
+    """Entries of several rooms, each room's in seq order, as one run (rules.oldest_first)."""
     per_room: dict[int, list[Entry]] = defaultdict(list)
     for row in rows:
         per_room[row.room_id].append(row)
-    return _items(list(rules.oldest_first(per_room.values())))
+    return list(rules.oldest_first(per_room.values()))
 
 
 def recent(at: Positions, *, room: Room | None = None, limit: int = BACKLOG) -> list[Item]:
@@ -72,7 +77,7 @@ def recent(at: Positions, *, room: Room | None = None, limit: int = BACKLOG) -> 
         rows = rows.filter(room=room)
     # Entries stored after `at` was read come in the flow itself: leave them out here.
     kept = [r for r in rows[: limit * 2] if r.seq <= at.get(r.room_id, 0)][:limit]
-    return _items(kept[::-1])
+    return _items(_in_order(kept[::-1]))
 
 
 def _items(rows: list[Entry]) -> list[Item]:

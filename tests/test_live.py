@@ -317,7 +317,9 @@ def test_entries_after_positions_come_per_room_in_order_and_a_new_room_from_its_
 
 
 @pytest.mark.django_db
-def test_entries_of_one_millisecond_in_two_rooms_come_in_the_order_written(monkeypatch):
+def test_entries_of_one_millisecond_in_two_rooms_come_and_look_back_in_the_order_written(
+    monkeypatch,
+):
     from django.utils import timezone
 
     from bus import services
@@ -333,6 +335,8 @@ def test_entries_of_one_millisecond_in_two_rooms_come_in_the_order_written(monke
         services.entries.send_entry(seat=web_seat, room=room, type="FACT", text=text)
 
     assert [i.data["content"] for i in live.after(start)] == ["first", "second", "third"]
+    at = live.positions()
+    assert [i.data["content"] for i in live.recent(at, limit=3)] == ["first", "second", "third"]
 
 
 # ---------------------------------------------------------------- keep-alive (in-process)
