@@ -827,15 +827,22 @@ def test_a_history_that_names_no_room_covers_every_room_of_the_seat(team):
     ]
 
 
+def in_one_instant(team, monkeypatch):
+    """Room ops beside team, and seats web (the writer) and api in both; every entry sent
+    from now on is stamped with one and the same instant."""
+    ops = make_room("ops")
+    writer, reader = make_seat("web", team, ops), make_seat("api", team, ops)
+    one_instant = timezone.now()
+    monkeypatch.setattr(services.entries.timezone, "now", lambda: one_instant)
+    return ops, writer, reader
+
+
 def test_a_history_over_rooms_keeps_entries_of_one_millisecond_in_the_order_written(
     team, monkeypatch
 ):
     """REGRESSION: 2026-12-01, a flaky run of the test above: entries of one millisecond
     in two rooms were ordered by their per-room seq, which says nothing across rooms."""
-    ops = make_room("ops")
-    writer = make_seat("web", team, ops)
-    one_instant = timezone.now()
-    monkeypatch.setattr(services.entries.timezone, "now", lambda: one_instant)
+    ops, writer, _ = in_one_instant(team, monkeypatch)
     send(writer, team, "first.")
     send(writer, team, "second.")
     send(writer, ops, "third.")
@@ -850,11 +857,7 @@ def test_an_inbox_over_rooms_keeps_entries_of_one_millisecond_in_the_order_writt
 ):
     """REGRESSION: 2026-12-02, a CI run on a fast host: an inbox over two rooms ordered
     entries of one millisecond by room name ("ops" before "team"), not as written."""
-    ops = make_room("ops")
-    writer = make_seat("web", team, ops)
-    reader = make_seat("api", team, ops)
-    one_instant = timezone.now()
-    monkeypatch.setattr(services.entries.timezone, "now", lambda: one_instant)
+    ops, writer, reader = in_one_instant(team, monkeypatch)
     send(writer, team, "first.")
     send(writer, ops, "second.")
     send(writer, team, "third.")
