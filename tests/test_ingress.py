@@ -189,8 +189,9 @@ async def test_a_cli_send_with_sqlite_and_redis_reaches_a_stream_without_the_cli
             seat = await reader.seat()
             async with reader.stream() as stream:
                 await stream.next(comments=True)
-                # Started cold (no fork server in this TMPDIR, salon/forkserver.py): this
-                # very process stores the entry, so its import profile is the sender's.
+                # Started cold (its own TMPDIR: no server's local line, mcpgate/local.py,
+                # to answer it): this very process stores the entry, so its import
+                # profile is the sender's.
                 cold = tmp_path / "cold"
                 cold.mkdir()
                 cli_env = {**env, "AGENT_SALON_NAME": "cron", "TMPDIR": str(cold)}
