@@ -620,7 +620,8 @@ async def notify_run(side: Side, arrivals: Arrivals, posters: int, seconds: floa
     stored = 0
     errors: list[str] = []
     async with http_client() as client:
-        cpu, started = side.server.cpu(), time.perf_counter()
+        cpu, client_cpu = side.server.cpu(), own_cpu_seconds()
+        started = time.perf_counter()
         deadline = started + seconds
 
         async def poster(k: int) -> None:
@@ -658,6 +659,8 @@ async def notify_run(side: Side, arrivals: Arrivals, posters: int, seconds: floa
                 latencies.append((times[0] - at) * 1000)
                 last = max(last, times[0])
         cpu = side.server.cpu() - cpu
+        client_cpu = own_cpu_seconds() - client_cpu
+        elapsed = time.perf_counter() - started
     return {
         "stored_per_s": stored / seconds,
         "pushed_per_s": len(latencies) / (last - started) if last > started else 0.0,
@@ -666,6 +669,10 @@ async def notify_run(side: Side, arrivals: Arrivals, posters: int, seconds: floa
         "latencies": latencies,
         "errors": errors,
         "cpu_ms": cpu / max(len(sent), 1) * 1000,
+        # This process posts and receives every push: its own ceiling, on the other core.
+        "client_cpu_ms": client_cpu / max(len(sent), 1) * 1000,
+        "client_busy": client_cpu / elapsed,
+        "server_busy": cpu / elapsed,
     }
 
 
@@ -681,7 +688,9 @@ async def notify_phase(salon: Side, arrivals: Arrivals, sizes: Sizes) -> list[Ro
             f"(stored {fmt(result['stored_per_s'])}/s, pushed {fmt(result['pushed_per_s'])}/s); "
             f"POST → push p50 {fmt(statistics.median(lat)) if lat else '—'} / p99 "
             f"{fmt(percentile(lat, 99)) if lat else '—'} ms; server CPU per entry "
-            f"{fmt(result['cpu_ms'])} ms"
+            f"{fmt(result['cpu_ms'])} ms, busy {result['server_busy'] * 100:.0f} % of a core; "
+            f"the posting and receiving client process {fmt(result['client_cpu_ms'])} ms per "
+            f"entry, busy {result['client_busy'] * 100:.0f} %"
         )
         if result["errors"]:
             detail += f"; **{len(result['errors'])} failed**, first: {result['errors'][0]}"
