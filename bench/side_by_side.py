@@ -468,6 +468,25 @@ async def closed_loop(
     return run
 
 
+async def ping_loop(side: Side, count: int, gap: float, tag: str) -> Run:
+    """`count` MCP pings from the first sender, one after the other: a request through the
+    whole of a server's HTTP and MCP layers and its session check, nothing stored, nothing
+    pushed. Set against a send, it splits a send's cost into the transport's and the rest."""
+    run = Run()
+    session = side.senders[0].session
+    cpu, started = side.server.cpu(), time.perf_counter()
+    for _ in range(count):
+        begun = time.perf_counter()
+        await session.send_ping()
+        run.answers.append((time.perf_counter() - begun) * 1000)
+        run.sent += 1
+        if gap:
+            await asyncio.sleep(gap)
+    run.seconds = time.perf_counter() - started
+    run.server_cpu = side.server.cpu() - cpu
+    return run
+
+
 @dataclass
 class Combined:
     """The rounds of one measurement on one server, taken together."""
@@ -554,6 +573,11 @@ async def main_phase(sides: list[Side], arrivals: Arrivals, sizes: Sizes) -> lis
             )
         for side in sides:
             name = side.server.name
+            results[name, "ping"].append(
+                await ping_loop(side, sizes.latency_sends, LATENCY_GAP, f"ping {r}")
+            )
+        for side in sides:
+            name = side.server.name
             results[name, "rate1"].append(
                 await closed_loop(side, arrivals, 1, sizes.latency_sends, 0, f"r1 {r}")
             )
@@ -585,6 +609,19 @@ async def main_phase(sides: list[Side], arrivals: Arrivals, sizes: Sizes) -> lis
         peer.cpu_ms() if peer else None,
         f"client process CPU per send: agent-salon {fmt(salon.client_cpu_ms())} ms, peer "
         f"{fmt(peer.client_cpu_ms()) if peer else '—'} ms",
+    ))  # fmt: skip
+    sends = (salon, peer)
+    salon, peer = pair("ping")
+    beyond = [
+        fmt(send.cpu_ms() - ping.cpu_ms()) if send and ping else "—"
+        for send, ping in zip(sends, (salon, peer), strict=True)
+    ]
+    rows.append(Row(
+        "server CPU per MCP ping (isolated: the transport, MCP and the session, no storage)",
+        "ms", salon.cpu_ms(), peer.cpu_ms() if peer else None,
+        f"{salon.sent} pings each; a send+push costs beyond a ping: agent-salon {beyond[0]} "
+        f"ms, peer {beyond[1]} ms; ping answer p50 {fmt(statistics.median(salon.answers))} / "
+        f"{fmt(statistics.median(peer.answers)) if peer else '—'} ms",
     ))  # fmt: skip
     for kind, label in (("rate1", "1 in flight"), ("rate8", f"{sizes.senders} in flight")):
         salon, peer = pair(kind)
