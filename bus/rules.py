@@ -15,7 +15,6 @@ offending input (it may be hostile).
 
 from __future__ import annotations
 
-import difflib
 import heapq
 import json
 import re
@@ -400,6 +399,8 @@ def closest_names(name: str, known: Iterable[str], n: int | None = None) -> list
 
     ``n`` caps the list; by default all names are returned (§5 lists every name).
     """
+    import difflib  # here: only a refusal ranks names, and every hook imports this module
+
     target = name.lower()
 
     def distance(candidate: str) -> tuple[float, str]:

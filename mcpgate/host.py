@@ -57,7 +57,7 @@ def seat_group(seat_id: int) -> str:
 
 def own_store() -> str:
     """This process's store, spelled as mcpgate.local spells a client's."""
-    return settings.DATABASE_URL or str(settings.DB_PATH)
+    return settings.STORE
 
 
 class Board:

@@ -144,7 +144,10 @@ try:
     TRIAGE_LETTERBOX, TRIAGE_NET = _read.triage_letterbox, _read.triage_net
     _cfg = Settings(_values)
     _where = locate(_values)
-    DB_PATH = _where.db_path or _where.data_dir / "salon.db"
+    DB_PATH = Path(_where.db_path or os.path.join(_where.data_dir, DB_NAME))
+    # The store as salon.store names it for a command's local line (mcpgate.local): a
+    # server keys its line by this same string.
+    STORE = _where.store
     DATABASE_URL = _cfg.text("DATABASE_URL")
     REDIS_URL = _cfg.text("REDIS_URL")
     DATABASES = {"default": _database(DATABASE_URL, DB_PATH)}
@@ -157,12 +160,12 @@ try:
     CHANNEL_LAYERS = {"default": _channel_layer(REDIS_URL, STORE_FINGERPRINT)}
     # This user's data directory whatever the store (`salon install --plugin` keeps the
     # plugin there).
-    USER_DATA_DIR = default_data_dir()
+    USER_DATA_DIR = Path(default_data_dir())
     DEFAULT_STORE = (
         not DATABASE_URL
         and not REDIS_URL
         and not _cfg.text("AGENT_SALON_CONFIG")
-        and os.path.realpath(DB_PATH) == os.path.realpath(default_data_dir() / DB_NAME)
+        and os.path.realpath(DB_PATH) == os.path.realpath(USER_DATA_DIR / DB_NAME)
     )
 except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
@@ -170,7 +173,7 @@ except ConfigError as exc:
 
 # Where the store's data directory and secret are: salon.store (which also creates them,
 # before settings are read: salon/cli.py, manage.py). Reading settings writes nothing.
-DATA_DIR = _where.data_dir
+DATA_DIR = Path(_where.data_dir)
 SALON_SECRET = read_secret(_values)
 SECRET_KEY = "django-" + SALON_SECRET
 # Staff sessions live in their signed cookie, not in the store: nothing read from the

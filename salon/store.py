@@ -21,8 +21,9 @@ worker), and costs a few `stat` calls when all is in place:
   so two first users at once are fine. A PostgreSQL store needs `salon migrate` (or
   `salon serve`); its commands say so in one line.
 
-Standard library only (and platformdirs, but on Linux): hooks call it on every turn that
-needs the store.
+Standard library only (and platformdirs, but on Linux), and paths as strings, not
+pathlib's (with urllib.parse and ipaddress, ~4 ms of every hook and command that a server
+answers): hooks call it on every turn that needs the store.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ import stat
 import sys
 from collections import namedtuple
 from collections.abc import Mapping
-from pathlib import Path
 
 from salon.config import ConfigError
+
+TYPE_CHECKING = False  # not typing's: every hook imports this module
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SECRET_NAME = ".agent-salon-secret"
 DB_NAME = "salon.db"
@@ -53,7 +57,7 @@ def fingerprint(store: str) -> str:
     return hashlib.sha256(f"agent-salon store\0{store}".encode()).hexdigest()[:16]
 
 
-def default_data_dir() -> Path:
+def default_data_dir() -> str:
     if sys.platform.startswith("linux"):
         # platformdirs' rule on Linux (the XDG base directory spec), written out: importing
         # platformdirs.unix pulls in tempfile, shutil and lzma, ~7 ms of every hook and
@@ -62,15 +66,15 @@ def default_data_dir() -> Path:
         base = os.environ.get("XDG_DATA_HOME", "")
         if not os.path.isabs(base):  # unset, empty or relative: the XDG default
             base = os.path.expanduser("~/.local/share")
-        return Path(base) / "agent-salon"
+        return os.path.join(base, "agent-salon")
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("agent-salon", appauthor=False))
+    return platformdirs.user_data_dir("agent-salon", appauthor=False)
 
 
 class Location(namedtuple("Location", "data_dir db_path database_url secret_path")):
-    """data_dir: Path; db_path: the SQLite file, None with DATABASE_URL; database_url: str;
-    secret_path: None when AGENT_SALON_SECRET is given.
+    """data_dir: str; db_path: the SQLite file, None with DATABASE_URL; database_url: str;
+    secret_path: None when AGENT_SALON_SECRET is given. Paths are strings.
 
     A plain namedtuple, not a dataclass or typing's NamedTuple: every hook imports this
     module, and neither `dataclasses` nor `typing` otherwise (start-up time)."""
@@ -80,7 +84,7 @@ class Location(namedtuple("Location", "data_dir db_path database_url secret_path
     @property
     def store(self) -> str:
         """The store's name, as mcpgate.local keys servers by it."""
-        return self.database_url or str(self.db_path)
+        return self.database_url or self.db_path
 
 
 def locate(values: Mapping[str, str]) -> Location:
@@ -88,24 +92,29 @@ def locate(values: Mapping[str, str]) -> Location:
     given = values.get("AGENT_SALON_DB", "").strip()
     database_url = values.get("DATABASE_URL", "").strip()
     if given:
-        path = Path(given).expanduser()
-        if not path.is_absolute():
+        path = os.path.expanduser(given)
+        if not os.path.isabs(path):
             raise ConfigError(
                 f"AGENT_SALON_DB={given!r} is a relative path, which names another file in "
                 "every directory a command runs in: give an absolute path, or leave it "
-                f"unset for the shared default ({default_data_dir() / DB_NAME})"
+                f"unset for the shared default ({os.path.join(default_data_dir(), DB_NAME)})"
             )
-        if not path.parent.is_dir():
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
             raise ConfigError(
-                f"AGENT_SALON_DB={given!r}: the directory {path.parent} does not exist; "
+                f"AGENT_SALON_DB={given!r}: the directory {parent} does not exist; "
                 "create it, or leave AGENT_SALON_DB unset for the shared default"
             )
-        db_path = Path(os.path.realpath(path))
-        data_dir = db_path.parent
+        db_path = os.path.realpath(path)
+        data_dir = os.path.dirname(db_path)
     else:
         data_dir = default_data_dir()
-        db_path = data_dir / DB_NAME
-    secret_path = None if values.get("AGENT_SALON_SECRET", "").strip() else data_dir / SECRET_NAME
+        db_path = os.path.join(data_dir, DB_NAME)
+    secret_path = (
+        None
+        if values.get("AGENT_SALON_SECRET", "").strip()
+        else os.path.join(data_dir, SECRET_NAME)
+    )
     return Location(
         data_dir=data_dir,
         db_path=None if database_url else db_path,
@@ -135,7 +144,7 @@ def ensure_tables(where: Location) -> None:
 # ---------------------------------------------------------------- files and modes
 
 
-def _private(path: Path, info: os.stat_result, what: str) -> None:
+def _private(path: str, info: os.stat_result, what: str) -> None:
     if info.st_uid != os.getuid():
         raise ConfigError(
             f"{what} {path} belongs to another user (uid {info.st_uid}); agent-salon uses "
@@ -148,17 +157,17 @@ def _private(path: Path, info: os.stat_result, what: str) -> None:
         )
 
 
-def _data_dir(path: Path) -> None:
-    if not path.exists():
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.chmod(0o700)  # whatever the umask let mkdir do
+def _data_dir(path: str) -> None:
+    if not os.path.exists(path):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)  # whatever the umask let makedirs do
 
 
-def _sqlite_file(path: Path) -> None:
+def _sqlite_file(path: str) -> None:
     with contextlib.suppress(FileExistsError):
         # A new store is an empty file of this user's, mode 600, before SQLite opens it.
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
-    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+    for name in (path, f"{path}-wal", f"{path}-shm"):
         try:
             info = os.stat(name)
         except FileNotFoundError:
@@ -185,13 +194,15 @@ def _secret(where: Location) -> None:
     _private(path, info, "the secret")
 
 
-def _create_secret(path: Path) -> None:
+def _create_secret(path: str) -> None:
     """Written whole to a private draft, then hard-linked into place: the link fails if
     the secret exists, so two processes starting at once agree on the first one, and
     nobody ever reads a created-but-still-empty file."""
     import secrets  # here, not at the top: once per store (~4 ms of every command's start)
 
-    draft = path.with_name(f"{SECRET_NAME}.{os.getpid()}.{secrets.token_hex(4)}")
+    draft = os.path.join(
+        os.path.dirname(path), f"{SECRET_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
+    )
     descriptor = os.open(draft, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="ascii") as file:
         file.write(secrets.token_hex(32) + "\n")
@@ -200,7 +211,7 @@ def _create_secret(path: Path) -> None:
     except FileExistsError:
         pass
     finally:
-        draft.unlink()
+        os.unlink(draft)
 
 
 def read_secret(values: Mapping[str, str]) -> str:
@@ -210,7 +221,8 @@ def read_secret(values: Mapping[str, str]) -> str:
         return given
     path = locate(values).secret_path
     try:
-        return path.read_text(encoding="ascii").strip()
+        with open(path, encoding="ascii") as file:
+            return file.read().strip()
     except FileNotFoundError:
         return ""
 
@@ -218,10 +230,10 @@ def read_secret(values: Mapping[str, str]) -> str:
 # ---------------------------------------------------------------- tables
 
 
-def _has_tables(path: Path) -> bool:
+def _has_tables(path: str) -> bool:
     import sqlite3  # here, not at the top: a command a server answers never opens the store
 
-    if path.stat().st_size == 0:
+    if os.stat(path).st_size == 0:
         return False
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=20) as connection:
@@ -237,7 +249,7 @@ def _holds_entries(where: Location) -> bool:
     import sqlite3
 
     if where.db_path is not None:
-        if not where.db_path.exists() or not _has_tables(where.db_path):
+        if not os.path.exists(where.db_path) or not _has_tables(where.db_path):
             return False
         with sqlite3.connect(f"file:{where.db_path}?mode=ro", uri=True, timeout=20) as db:
             return db.execute("SELECT 1 FROM bus_entry LIMIT 1").fetchone() is not None
@@ -251,7 +263,7 @@ def _holds_entries(where: Location) -> bool:
         return False  # unreachable: the commands that need it say so
 
 
-def _migrate_once(path: Path) -> None:
+def _migrate_once(path: str) -> None:
     """`salon migrate`, in a process of its own with every app, once: the first of
     several processes arriving at once migrates, the others wait for it."""
     import fcntl
@@ -290,10 +302,10 @@ def describe(values: Mapping[str, str]) -> dict:
         if local.greets(path) and (pid := local.server_pid(path)) is not None
     ]
     return {
-        "store": where.database_url.split("@")[-1] if where.database_url else str(where.db_path),
+        "store": where.database_url.split("@")[-1] if where.database_url else where.db_path,
         "engine": "postgresql" if where.database_url else "sqlite",
-        "secret": str(where.secret_path) if where.secret_path else "AGENT_SALON_SECRET",
-        "dataDir": str(where.data_dir),
+        "secret": where.secret_path or "AGENT_SALON_SECRET",
+        "dataDir": where.data_dir,
         "servers": running,
     }
 
@@ -302,6 +314,7 @@ def backup(values: Mapping[str, str], target: Path) -> list[Path]:
     """A consistent copy of the store (SQLite's online backup: writers go on meanwhile),
     its secret and the relay keys, into `target` (created 0700). Returns what was written."""
     import sqlite3
+    from pathlib import Path
 
     where = prepare(values)
     target.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -317,9 +330,9 @@ def backup(values: Mapping[str, str], target: Path) -> list[Path]:
     from relay.keys import FILENAME as RELAY_KEYS
 
     # The private files beside the store: its secret, and this machine's relay keys.
-    private = [where.secret_path, where.data_dir / RELAY_KEYS]
-    for source in private:
-        if source is None or not source.is_file():
+    private = [where.secret_path, os.path.join(where.data_dir, RELAY_KEYS)]
+    for source in (Path(path) for path in private if path is not None):
+        if not source.is_file():
             continue
         copy = target / source.name
         descriptor = os.open(copy, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)

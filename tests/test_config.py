@@ -565,6 +565,6 @@ def test_the_data_directory_on_linux_is_where_platformdirs_puts_it(xdg, monkeypa
     else:
         monkeypatch.setenv("XDG_DATA_HOME", xdg)
 
-    assert store.default_data_dir() == Path(
+    assert Path(store.default_data_dir()) == Path(
         platformdirs.user_data_dir("agent-salon", appauthor=False)
     )

@@ -202,6 +202,7 @@ def test_a_due_heartbeat_over_the_line_writes_last_seen_and_the_stamp(
 # imports; over a running server a hook or a command needs none of these (each a few ms).
 NOT_FOR_A_SERVED_PROCESS = {
     "django", "asyncio", "typing", "logging", "subprocess", "concurrent", "dataclasses",
+    "pathlib", "urllib", "ipaddress", "shutil", "bz2", "lzma", "difflib",
 }  # fmt: skip
 
 

@@ -1,6 +1,7 @@
 """The command lines agent-salon writes into Claude Code's configuration and context.
 
-Standard library only: hooks print these on every session start.
+Standard library only, and paths as strings (pathlib brings urllib.parse and ipaddress,
+~4 ms): hooks print these on every session start.
 """
 
 from __future__ import annotations
@@ -59,14 +60,18 @@ def salon_on_path(environ: dict[str, str] | None = None) -> bool:
 def pythonpath_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """PYTHONPATH=<checkout> when this process found agent-salon through PYTHONPATH (a
     source checkout that is not pip-installed): the commands would not find it otherwise."""
-    from pathlib import Path
-
     environ = os.environ if environ is None else environ
-    root = Path(__file__).resolve().parents[2]  # the checkout: mcpgate/claude/ is two below
+    # The checkout: mcpgate/claude/ is two below it.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     for entry in environ.get("PYTHONPATH", "").split(os.pathsep):
-        if entry and Path(entry).expanduser().resolve() == root:
-            return {"PYTHONPATH": str(root)}
+        if entry and _resolved(entry) == root:
+            return {"PYTHONPATH": root}
     return {}
+
+
+def _resolved(path: Path | str) -> str:
+    """The absolute path with ~ and symlinks resolved, as Path(path).expanduser().resolve()."""
+    return os.path.realpath(os.path.expanduser(path))
 
 
 def store_env(
@@ -85,14 +90,12 @@ def store_env(
     verifies entries lives (a command started elsewhere would otherwise look for it in
     its own working directory). AGENT_SALON_SECRET is never written into a command line.
     """
-    from pathlib import Path
-
     environ = os.environ if environ is None else environ
     env: dict[str, str] = {}
     config = environ.get("AGENT_SALON_CONFIG", "").strip()
     if config:
-        env["AGENT_SALON_CONFIG"] = str(Path(config).expanduser().resolve())
-    env["AGENT_SALON_DB"] = str(Path(db_path).expanduser().resolve())
+        env["AGENT_SALON_CONFIG"] = _resolved(config)
+    env["AGENT_SALON_DB"] = _resolved(db_path)
     if database_url and (not config or environ.get("DATABASE_URL")):
         env["DATABASE_URL"] = database_url
     if redis_url and (not config or environ.get("REDIS_URL")):

@@ -12,7 +12,8 @@ input. Claude Code starts the helper while that hook still runs, so the helper w
 WAIT_SECONDS for the record; under `claude mcp list`/`get` (a health check: no session,
 no hook) it answers at once, with no header.
 
-Standard library only: both run at every session start.
+Standard library only, and not pathlib (with urllib.parse and ipaddress, ~4 ms of every
+hook's start): both run at every session start.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import contextlib
 import json
 import os
 import time
-from pathlib import Path
 
 from mcpgate.claude import processes
 from mcpgate.local import private, runtime_dir
@@ -31,9 +31,13 @@ WAIT_SECONDS = 1.5
 POLL_SECONDS = 0.03
 
 
-def _record_path(owner: processes.Proc) -> Path:
+def _record_name(owner: processes.Proc) -> str:
     start = "".join(ch for ch in owner.start if ch.isalnum())
-    return Path(runtime_dir()) / f"claude-{owner.pid}-{start}.session"
+    return f"claude-{owner.pid}-{start}.session"
+
+
+def _record_path(owner: processes.Proc) -> str:
+    return os.path.join(runtime_dir(), _record_name(owner))
 
 
 def _private_dir() -> bool:
@@ -55,22 +59,28 @@ def record(session_id: str) -> None:
     if owner is None or not session_id or not _private_dir():
         return
     path = _record_path(owner)
-    draft = path.with_name(f".{path.name}.{os.getpid()}")
+    draft = os.path.join(runtime_dir(), f".{_record_name(owner)}.{os.getpid()}")
     with contextlib.suppress(OSError):
         descriptor = os.open(draft, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:
             file.write(session_id)
         os.replace(draft, path)  # whole or not at all, for a helper reading meanwhile
-    _forget_the_gone(path.parent)
+    _forget_the_gone(runtime_dir())
 
 
-def _forget_the_gone(directory: Path) -> None:
-    for path in directory.glob("claude-*.session"):
-        pid = path.name.split("-")[1]
+def _forget_the_gone(directory: str) -> None:
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith("claude-") and name.endswith(".session")):
+            continue
+        pid = name.split("-")[1]
         proc = processes.read_proc(int(pid)) if pid.isdigit() else None
-        if proc is None or _record_path(proc) != path:
+        if proc is None or _record_name(proc) != name:
             with contextlib.suppress(OSError):
-                path.unlink()
+                os.unlink(os.path.join(directory, name))
 
 
 def lookup(wait_seconds: float = WAIT_SECONDS) -> str | None:
@@ -82,8 +92,8 @@ def lookup(wait_seconds: float = WAIT_SECONDS) -> str | None:
     path = _record_path(owner)
     deadline = time.monotonic() + wait_seconds
     while True:
-        with contextlib.suppress(OSError):
-            text = path.read_text(encoding="utf-8").strip()
+        with contextlib.suppress(OSError), open(path, encoding="utf-8") as file:
+            text = file.read().strip()
             if text:
                 return text
         if time.monotonic() >= deadline:
