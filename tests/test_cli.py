@@ -551,3 +551,16 @@ def test_every_model_that_points_at_bus_rows_is_in_the_lean_app_set():
             target = getattr(field, "related_model", None)
             if field.concrete and field.is_relation and target and target._meta.app_label == "bus":
                 assert model._meta.app_config.name in settings.CLI_APPS, model
+
+
+def test_a_commands_help_is_wrapped_to_the_terminals_columns(monkeypatch):
+    """The verbs' parser takes the width from COLUMNS (else the terminal, else 80), as
+    argparse's own formatter does through shutil."""
+    from bus.management import verbs
+
+    monkeypatch.setenv("COLUMNS", "40")
+    narrow = verbs.find("send").parser().format_help().splitlines()
+    monkeypatch.setenv("COLUMNS", "not a number")  # stdout is no terminal here: 80
+    wide = verbs.find("send").parser().format_help().splitlines()
+    assert max(map(len, narrow)) <= 40 < max(map(len, wide)) <= 80
+    assert len(narrow) > len(wide)

@@ -236,6 +236,31 @@ def test_hooks_and_a_command_answered_by_a_server_import_nothing_they_do_not_use
         assert not modules & NOT_FOR_A_SERVED_PROCESS, (name, modules & NOT_FOR_A_SERVED_PROCESS)
 
 
+def test_a_default_store_spelt_oddly_is_still_answered_by_its_running_server(
+    env, tmp_path, no_django
+):
+    """A command and a server name the store by the one string salon.store gives them
+    (settings.STORE): an XDG_DATA_HOME with `//` and `/./` in it, which pathlib would
+    have tidied on one side only, still leads the command to the server's line."""
+    data_home = tmp_path / "home" / "data"
+    data_home.mkdir(parents=True)
+    default = {k: v for k, v in env.items() if k != "AGENT_SALON_DB"}
+    default.update(HOME=str(tmp_path / "home"), XDG_DATA_HOME=f"{tmp_path}//home/./data/")
+    ok(salon(default, "migrate", "--verbosity", "0"))
+    process = stdio_server(default, project(tmp_path, "docs-site"), "0dd50000-0000-4000-8000-0")
+    try:
+        wait_for_socket(default, process)
+        # No Django in the command's process: only the server can have answered.
+        done = salon({**default, **no_django}, "rooms", "--create", "odd")
+        assert done.returncode == 0, done.stderr
+        assert "odd" in ok(salon(default, "rooms")).stdout
+        if not default.get("DATABASE_URL"):  # SQLite: the store is where the odd path says
+            assert (data_home / "agent-salon" / "salon.db").exists()
+    finally:
+        process.stdin.close()
+        process.wait(15)
+
+
 def test_a_killed_servers_socket_is_removed_and_the_hook_runs_itself(env, webdir, tmp_path):
     process = stdio_server(env, project(tmp_path, "docs-site"), "dead0000-0000-4000-8000-0")
     path = wait_for_socket(env, process)
