@@ -415,7 +415,7 @@ async def listener(stack: contextlib.AsyncExitStack, client, base: str, label: s
     stream = await stack.enter_async_context(session.stream())
     first = await stream.next(timeout=60, comments=True)
     assert first.get("comment", "").startswith("agent-salon stream open"), first
-    # SPEC §1/§9: the seat is label#<first 8 of the MCP session id> (the labels here are
+    # docs/MCP.md: the seat is label#<first 8 of the MCP session id> (the labels here are
     # unique, so no longer form is needed). Not asked of salon_status: that tool lists
     # every seat with its rooms, one query per seat, which made connecting N sessions
     # cost O(N²) (see RESULTS.md).

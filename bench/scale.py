@@ -10,7 +10,7 @@ RUNS calls each, with the store's own settings (synchronous=FULL):
   before the end before each call (untimed), so each call reads and advances over 20;
 * history — services.reading.read_history, the last 20 entries;
 * first inbox — a new seat (an agent with no other seat) joins the room, untimed, and
-  reads its first page: its whole room is its backlog (SPEC §6: as fast as a caught-up
+  reads its first page: its whole room is its backlog (it must read as fast as a caught-up
   seat's page, at any size).
 
 Each size runs in a process of its own (Django's settings name one database file):

@@ -341,7 +341,7 @@ class Fleet:
             ):
                 await session.initialize()
                 if self.server.name == SALON:
-                    # A session becomes a seat at its first tool call (SPEC §9).
+                    # A session becomes a seat at its first tool call (docs/MCP.md).
                     await session.call_tool("rooms", {})
                 ready.set_result(session)
                 await self.stop.wait()

@@ -1,4 +1,4 @@
-"""Asking the triage judge (SPEC §14): AGENT_SALON_TRIAGE_CMD gets one JSON document on
+"""Asking the triage judge (bus.services.triage): AGENT_SALON_TRIAGE_CMD gets one JSON document on
 stdin and answers `yes` or `no` on stdout.
 
 The answer is "yes", "no" or "failed": a timeout, a non-zero exit, a command that cannot

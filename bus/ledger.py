@@ -25,7 +25,7 @@ def for_sqlite3(sql: str) -> str:
     return sql.replace("%s", "?")
 
 
-# The safety net's candidate (SPEC §14): the newest entry by others after the seat's
+# The safety net's candidate (bus.services.triage): the newest entry by others after the seat's
 # cursor in each room it is in (one backward step of the unique index entry_room_seq per
 # room). Callers add an optional room filter and take the newest of them; it is the
 # net's to judge when the seat has no ledger row for it (the rule declined it, and no

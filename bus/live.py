@@ -83,7 +83,7 @@ def recent(at: Positions, *, room: Room | None = None, limit: int = BACKLOG) -> 
 def _items(rows: list[Entry]) -> list[Item]:
     """Each entry with the seats it woke (its woken ledger rows) and the seats it would
     have woken but for their quiet: a quiet seat has a ledger row for every entry that
-    reaches it, so the rule (§5) is asked again as if the seat were not quiet."""
+    reaches it, so the wake rule is asked again as if the seat were not quiet."""
     by_id = {str(r.id): r for r in rows}
     re_authors = dict(
         Entry.objects.filter(id__in={r.re for r in rows if r.re}).values_list("id", "sender")

@@ -20,7 +20,7 @@ class StoredJSONField(models.JSONField):
     """A JSONField whose rows are read with bus.strict.read_stored: a value that cannot
     be read safely (a row changed outside the bus: nested hundreds deep, a number Python
     cannot hold) comes back as its text instead of failing the whole query, so one row
-    cannot break a room for its readers (SPEC §12).
+    cannot break a room for its readers.
 
     The column is a plain JSONField's (deconstruct says so): no migration, no change to
     how anything is written."""
@@ -92,7 +92,7 @@ class Seat(models.Model):
     host = models.CharField(max_length=255, blank=True, default="")
     remote = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Liveness evidence (§7): a hook/CLI/tool call sets last_seen; an open stream or a
+    # Liveness evidence (rules.liveness): a hook/CLI/tool call sets last_seen; an open stream or a
     # running stdio server keeps pushing live_until a little into the future.
     last_seen = models.DateTimeField(null=True, blank=True)
     live_until = models.DateTimeField(null=True, blank=True)
@@ -129,8 +129,8 @@ class Seat(models.Model):
         return self.name
 
     def liveness(self, at) -> str:
-        """live / unknown / gone (§7): an open stream or a running server keeps live_until
-        ahead; otherwise the last sign of life decides."""
+        """live / unknown / gone (rules.liveness): an open stream or a running server
+        keeps live_until ahead; otherwise the last sign of life decides."""
         stream_open = bool(self.live_until and self.live_until > at)
         return rules.liveness(self.last_seen, stream_open, at, signed_off=self.signed_off_at)
 
@@ -341,7 +341,7 @@ class WakeDecision(models.Model):
     pushed_at = models.DateTimeField(null=True, blank=True)
     told_at = models.DateTimeField(null=True, blank=True)
     told_by = models.CharField(max_length=8, blank=True, default="")
-    # SPEC §14: the one judgement of this entry for this seat (bus.services.triage).
+    # The one judgement of this entry for this seat (bus.services.triage).
     # `judge` is the half that judged (rules.LETTERBOX, a row the rule woke; rules.NET, a
     # row written for an entry the rule declined), `judgement` its answer
     # (rules.JUDGEMENTS). `woken` follows the verdict: a letterbox "no" clears it, a net

@@ -36,7 +36,7 @@ SIBLING_WINDOW = timedelta(minutes=60)
 
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_META_KEYS = 32
-# §12: meta travels with every push and every read; it is for labels, not payloads.
+# Limits: meta travels with every push and every read; it is for labels, not payloads.
 MAX_META_BYTES = 16 * 1024
 MAX_META_DEPTH = 8
 MAX_ADDRESSEES = 32
@@ -49,7 +49,7 @@ MAX_SESSION_CHARS = 128
 MIN_CLAIMED_SESSION_CHARS = 16
 MAX_FOCUS_CHARS = 500
 
-# Types that are a claim on attention even when broadcast (§5 step 5).
+# Types that are a claim on attention even when broadcast (decide_wake).
 CLAIM_TYPES = ("QUESTION", "REQUEST")
 # The reasons decide_wake can give, so metrics and tests can enumerate them.
 REASONS = ("sender", "not_addressed", "quiet", "addressed", "reply", "claim", "not_a_claim")
@@ -70,7 +70,7 @@ _DURATION_UNITS = {
     "d": timedelta(days=1),
     "w": timedelta(weeks=1),
 }
-# Seat-name growth steps for a colliding session (§1); the full id comes last.
+# Seat-name growth steps for a colliding session; the full id comes last.
 _SEAT_ID_LENGTHS = (8, 12, 16)
 # Breaks clip() may cut at, and how many of their characters the kept part keeps.
 _SENTENCE_BREAKS = (". ", "! ", "? ", ".\n")
@@ -247,7 +247,7 @@ def validate_phase(phase: str) -> str:
 
 
 def validate_name(value: str, what: str = "room") -> str:
-    """§12: 1 to 64 chars of ``[A-Za-z0-9._@#-]``, no ``..``.
+    """1 to 64 chars of ``[A-Za-z0-9._@#-]``, no ``..``.
 
     An agent (or label) name may not hold ``#``: it separates the agent from the
     session in a seat name, so ``a#b`` would read back as agent ``a``.
@@ -279,7 +279,7 @@ def validate_name(value: str, what: str = "room") -> str:
 
 
 def validate_claimed_session(session_id: object) -> str:
-    """checkin's `session_id` (§9): a Claude Code session id is a UUID (36 characters); one
+    """checkin's `session_id`: a Claude Code session id is a UUID (36 characters); one
     shorter than MIN_CLAIMED_SESSION_CHARS could name another session's seat by the few
     characters its seat name shows (`web-app#8714f782`)."""
     text = session_id.strip() if isinstance(session_id, str) else ""
@@ -332,7 +332,7 @@ def parse_aliases(text: str | None) -> dict[str, str]:
 
 
 def validate_addressees(to: Sequence[str]) -> list[str]:
-    """§12: at most MAX_ADDRESSEES distinct names (counted after duplicates and aliases
+    """At most MAX_ADDRESSEES distinct names (counted after duplicates and aliases
     are resolved)."""
     names = list(dict.fromkeys(to))
     if len(names) > MAX_ADDRESSEES:
@@ -376,7 +376,7 @@ def base_agent(agent: str) -> str:
 
 
 def seat_name(agent: str, session_id: str | None, holders: Mapping[str, str]) -> str:
-    """§1: ``agent#<first 8 of the session id>``, grown if another session holds it.
+    """A seat's name: ``agent#<first 8 of the session id>``, grown if another session holds it.
 
     ``holders`` maps existing seat names to the session id holding them. With no
     session id (cron, a bare shell) the seat is the bare agent name.
@@ -397,7 +397,7 @@ def seat_name(agent: str, session_id: str | None, holders: Mapping[str, str]) ->
 def closest_names(name: str, known: Iterable[str], n: int | None = None) -> list[str]:
     """Every known name, closest to ``name`` first (difflib ratio, ties alphabetical).
 
-    ``n`` caps the list; by default all names are returned (§5 lists every name).
+    ``n`` caps the list; by default all names are returned (a send's answer lists every name).
     """
     import difflib  # here: only a refusal ranks names, and every hook imports this module
 
@@ -474,7 +474,7 @@ def for_me(to: Sequence[str], seat: SeatFacts) -> bool:
 
 
 def decide_wake(entry: EntryFacts, seat: SeatFacts, now: datetime) -> Decision:
-    """§5, in order; the sender seat is never woken by its own entry."""
+    """The wake rule, step by step in order; the sender seat is never woken by its own entry."""
     if entry.sender_seat == seat.seat:
         return Decision(False, "sender")
     if entry.to and not addressed_to(entry.to, seat):
@@ -494,7 +494,7 @@ def wakes(entry: EntryFacts, seat: SeatFacts, now: datetime) -> bool:
     return decide_wake(entry, seat, now).woken
 
 
-# --- who is judged (SPEC §14) -------------------------------------------------------
+# --- who is judged (the letterbox and the safety net) -----------------------------
 
 LETTERBOX, NET = "letterbox", "net"
 # A judgement's answer: the judge said yes or no, or gave no clear answer (a timeout, a
@@ -543,7 +543,7 @@ def liveness(
     now: datetime,
     signed_off: datetime | None = None,
 ) -> str:
-    """§7: ``live`` (stream open or seen in the last 2 min), ``unknown`` (< 30 min), ``gone``.
+    """Liveness: ``live`` (stream open or seen in the last 2 min), ``unknown`` (< 30 min), ``gone``.
 
     ``signed_off``: the session said goodbye (an MCP DELETE) at that time; the seat is gone
     until a newer sign of life.
@@ -591,7 +591,7 @@ class Clip(namedtuple("Clip", "text full held_back", defaults=(None, 0))):
 
 
 def clip(text: str, limit: int) -> Clip:
-    """§6 inbox clipping: the text whole when it fits, else cut at a break, with a tail."""
+    """Inbox clipping: the text whole when it fits, else cut at a break, with a tail."""
     if limit <= 0 or len(text) <= limit:
         return Clip(text)
     cut = _last_break(text, limit)
@@ -603,7 +603,7 @@ def clip(text: str, limit: int) -> Clip:
 
 
 def oldest_first(per_room: Iterable[Iterable]) -> Iterator:
-    """§4: the entries of several rooms (each room's in seq order) as one run, oldest
+    """The entries of several rooms (each room's in seq order) as one run, oldest
     first, and entries of one millisecond in the order they were written: by ``ts``, then
     by ``id`` (a UUIDv7, counting up within a process's millisecond). Each room's own
     entries keep the order given (a merge never reorders one of its inputs), so a prefix
@@ -612,7 +612,7 @@ def oldest_first(per_room: Iterable[Iterable]) -> Iterator:
 
 
 def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]) -> int:
-    """§6: a new seat's first cursor in a room.
+    """A new seat's first cursor in a room.
 
     It inherits the furthest cursor of the agent's other seats, lowered so that
     entries its sibling seats wrote in the last SIBLING_WINDOW stay unread. With no
@@ -654,7 +654,7 @@ def send_notices(
     content_length: int,
     long_chars: int,
 ) -> list[str]:
-    """§5 notices: reported to the writer, never enforced. Each is a whole sentence."""
+    """A send's notices: reported to the writer, never enforced. Each is a whole sentence."""
     notices: list[str] = []
     for status in to_status:
         who = _show(status.name)

@@ -4,7 +4,7 @@ who listens; a process with no receiver (a CLI command) counts nothing."""
 
 from django.dispatch import Signal
 
-# A send decided who it wakes: `reasons`, how many readers of the room got each §5 reason
+# A send decided who it wakes: `reasons`, how many readers of the room got each wake reason
 # ({reason: count}).
 wake_decided = Signal()
 

@@ -1,4 +1,4 @@
-"""Entry signatures and token hashes (SPEC §4, §9, §12).
+"""Entry signatures and token hashes.
 
 A signature is an HMAC-SHA256, keyed with AGENT_SALON_SECRET, over the canonical JSON of
 an entry's fields. A row changed outside the bus no longer matches and reads as tampered.

@@ -7,10 +7,10 @@ worth waking must have had somebody listening. The numbers, per room (and per se
 
 * entries stored; what inbox/peek handed out for reading (characters, entries clipped,
   characters held back by clipping);
-* decisions by kind — `rule` (§5 at send time), `quiet` (a declared quiet suppressed
+* decisions by kind — `rule` (the wake rule at send time), `quiet` (a declared quiet suppressed
   it); a later letterbox or safety net adds its reasons to KIND_OF_REASON — and by
   reason;
-* the letterbox and the safety net (SPEC §14): entries the letterbox held back
+* the letterbox and the safety net (bus.services.triage): entries the letterbox held back
   (`letterbox`), entries the safety net told (`net`), letterbox judgements that failed
   and so woke (`letterboxFailed`);
 * wake-ups decided → told, once each, by the first way that surely reaches the model
@@ -89,7 +89,7 @@ TOLD_BY = {
     "toldByReading": ("inbox",),
 }
 NO_SESSION = Q(woken=True, listener=WakeDecision.LISTENER_NONE) & ~TOLD
-# The letterbox and the safety net (SPEC §14, bus.services.triage): what each changed,
+# The letterbox and the safety net (bus.services.triage): what each changed,
 # and the letterbox judgements that failed (so woke, as the rule had said).
 TRIAGE = {
     "letterbox": Q(judge=rules.LETTERBOX, judgement="no"),

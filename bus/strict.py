@@ -246,10 +246,11 @@ def host_allowed(value: str, allowed: Iterable[str]) -> bool:
 
 
 def host_origin_problem(host: str | None, origin: str | None, allowed: Sequence[str]) -> str | None:
-    """The one Host/Origin rule (SPEC §9, §10): None when the request may go on, else the
-    refusal. A page served from another name that resolves here (DNS rebinding) sends a
-    foreign Host, a cross-site one a foreign Origin; a request without Origin (curl, a
-    script, an MCP client) is fine, one without Host (HTTP/1.0) too."""
+    """The one Host/Origin rule (AGENT_SALON_ALLOWED_HOSTS in the README): None when the
+    request may go on, else the refusal. A page served from another name that resolves
+    here (DNS rebinding) sends a foreign Host, a cross-site one a foreign Origin; a
+    request without Origin (curl, a script, an MCP client) is fine, one without Host
+    (HTTP/1.0) too."""
     if host and not host_allowed(host, allowed):
         return f"Host {shown(host, 100)} is not allowed; add it to AGENT_SALON_ALLOWED_HOSTS"
     if origin is None or origin == "":

@@ -22,7 +22,7 @@ def entry(row: Entry, *, reader: Seat | None, woken: bool, clip: rules.Clip | No
     """An entry as one reader sees it: forMe / wakes / sibling / tampered; `clip` is what
     inbox cut it to (rules.clip), if anything.
 
-    Any stored row reads (SPEC §12): `to` is taken as the names it holds, and meta as it
+    Any stored row reads: `to` is taken as the names it holds, and meta as it
     was read (bus.models.StoredJSONField); a row the bus did not write reads as tampered."""
     facts = reader.facts() if reader else None
     to = rules.names_in(row.to)
@@ -108,7 +108,7 @@ def agents(lines: list[dict], at: datetime) -> dict:
 
 
 def send_report(row: Entry, sender: Seat, wakes: list[str], notices: list[str]) -> dict:
-    """What `send` answers (§5): who it wakes and the notices."""
+    """What `send` answers: who it wakes and the notices."""
     return {
         "id": str(row.id),
         "ts": iso(row.ts),

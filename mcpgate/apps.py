@@ -12,6 +12,6 @@ class McpGateConfig(AppConfig):
         from mcpgate.claude import hooks
 
         ops.register("hook", hooks.operation)
-        # The Stop hook's judge (SPEC §14): claimed and recorded here, asked by the hook.
+        # The Stop hook's judge (bus.services.triage): claimed and recorded here, asked by the hook.
         ops.register("triage-claim", hooks.triage_claim)
         ops.register("triage-record", hooks.triage_record)

@@ -1,4 +1,4 @@
-"""/mcp: the MCP Streamable HTTP endpoint as a Channels consumer (SPEC §9).
+"""/mcp: the MCP Streamable HTTP endpoint as a Channels consumer (docs/MCP.md).
 
 POST carries one JSON-RPC message; GET opens the session's event stream, on which
 waking entries are pushed as notifications/claude/channel; DELETE ends the session.

@@ -16,7 +16,7 @@ of CPU (pydantic), paid once per process (the daemon, each `salon mcp`); buildin
 dumping one message ~10 µs. The `mcp` package itself (client and server stacks, ~1 s to
 import) is not imported at run time.
 
-Decisions where the MCP spec is silent or loose (see SPEC.md §9):
+Decisions where the MCP spec is silent or loose:
 
 * One message per POST. Batches were removed from MCP in 2025-06-18; we refuse
   them for every version rather than half-support them.

@@ -177,7 +177,7 @@ class HttpBinding:
 
 def seat_session_id(session: McpSession) -> str:
     """What the seat of a session that has not checked in is keyed by: the first 8
-    characters of the MCP session id (its seat is `label#<those 8>`, SPEC §9), then a
+    characters of the MCP session id (its seat is `label#<those 8>`, docs/MCP.md), then a
     digest of the whole id. Never the id itself: it is the session's credential, and a
     seat's session id shows in `agents` and on the staff pages."""
     return session.id[:8] + hashlib.sha256(session.id.encode()).hexdigest()[:24]
@@ -212,7 +212,7 @@ def bind_seat(session: McpSession) -> McpSession:
 
 
 def refuse_foreign_claim(session: McpSession, claude_session_id: str) -> None:
-    """checkin may not take a seat another session holds (SPEC §9): an id that is an MCP
+    """checkin may not take a seat another session holds: an id that is an MCP
     session's own id (the credential of that session, never a Claude Code session id), or
     one a live session of another label checked in with. The same label may: that is
     Claude Code coming back on a new MCP session."""

@@ -37,7 +37,7 @@ from mcpgate.protocol import ProtocolError
 
 log = logging.getLogger("salon.mcp")
 
-# One message per line, as large as a POST body may be (SPEC §12). A longer line is read
+# One message per line, as large as a POST body may be. A longer line is read
 # and dropped in pieces of SKIP_BYTES, never held whole, and answered with an error.
 MAX_LINE_BYTES = protocol.MAX_BODY_BYTES
 SKIP_BYTES = 1 << 16

@@ -1,4 +1,4 @@
-"""The letterbox and the safety net (SPEC §14) on the daemon's event loop: before a push
+"""The letterbox and the safety net (bus.services.triage) on the daemon's event loop: before a push
 claim or an MCP `wait` looks at the ledger, the rows its seats have to be judged are
 claimed in the database thread, judged in a worker thread (never in the database thread
 every stream shares, and never inside a transaction), and recorded. What the letterbox

@@ -1,4 +1,4 @@
-"""The bridge: carries the bridged rooms of this store to and from the relay (§13).
+"""The bridge: carries the bridged rooms of this store to and from the relay (docs/RELAY.md).
 
 It runs inside the daemon (relay.apps registers `companion` with mcpgate.host, and the
 daemon starts it with its other work), or alone as `salon relay bridge` when no daemon

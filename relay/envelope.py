@@ -3,13 +3,13 @@
 Pure (no Django, no database): the bridge (relay.bridge) turns stored entries into
 envelopes and envelopes into the fields bus.services.entries.land_entry stores.
 
-Names (SPEC §1, §13). A seat is named on its own machine (`web-app#3f9c1a20`); across
-the relay it is qualified with the device it lives on (`web-app@laptop#3f9c1a20`), and
-that is how it reads on every other machine. An agent name alone (`web-app`) means every
-seat of it on every machine, so it crosses unchanged. A name qualified with a device
-(`web-app@macmini`) is written as the writer saw it; when it lands on macmini, the
-`@macmini` goes (it names macmini's own `web-app`), and on a third machine it passes
-through untouched.
+Names (docs/RELAY.md, "Names across machines"). A seat is named on its own machine
+(`web-app#3f9c1a20`); across the relay it is qualified with the device it lives on
+(`web-app@laptop#3f9c1a20`), and that is how it reads on every other machine. An agent
+name alone (`web-app`) means every seat of it on every machine, so it crosses unchanged.
+A name qualified with a device (`web-app@macmini`) is written as the writer saw it; when
+it lands on macmini, the `@macmini` goes (it names macmini's own `web-app`), and on a
+third machine it passes through untouched.
 
 Rosters. Besides entries, a bridge sends its room's roster when it changes (and again
 while a member stays live): the seats of this machine in the room and the liveness of
@@ -43,7 +43,7 @@ class EnvelopeError(ValueError):
 
 
 def check_device_name(name: str) -> str:
-    """A device name: a valid name (§12) without `@` or `#`, which delimit it in seats."""
+    """A device name: a valid name (bus.rules) without `@` or `#`, which delimit it in seats."""
     rules.validate_name(name, "device")
     if "@" in name or "#" in name:
         raise rules.RuleError(

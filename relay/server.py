@@ -1,4 +1,4 @@
-"""Relay mode: what a relay does with invites, device tokens and sealed entries (§13).
+"""Relay mode: what a relay does with invites, device tokens and sealed entries (docs/RELAY.md).
 
 These are the relay's operations, synchronous and on the database; relay.api is their
 HTTP face. A relay never holds a room key: it stores and hands out ciphertext with the

@@ -1,4 +1,4 @@
-"""POST /notify?label=<sender>: the webhook for scripts and CI (SPEC §10).
+"""POST /notify?label=<sender>: the webhook for scripts and CI (README, "The webhook").
 
 A thin adapter: relay.webhook checks the envelope, bus.services stores the entry. The
 202 is returned only after the entry's transaction has committed; the push to live
@@ -248,7 +248,7 @@ def _notify(posted: Posted, senders: dict[str, Seat]) -> tuple[Answer, Seat]:
         # one batch (one transaction holding the store's write lock), the seat its
         # label's first stored request found.
         seat = senders.get(label) or services.seats.check_in(agent=label, touch=False)
-        # No room named: the label's primary room (SPEC §10), never an error.
+        # No room named: the label's primary room, never an error.
         room = note.room or services.rooms.agent_primary_room(label)
         report = services.entries.send_entry(
             seat=seat,

@@ -1,7 +1,8 @@
 """The /notify request, parsed and checked: pure, no Django, no database.
 
 `parse_notify` turns a raw POST (content type + body bytes) into a `Notify` or raises
-`NotifyError` carrying the HTTP status of SPEC §10 and a message that says how to fix it.
+`NotifyError` carrying the HTTP status the README's "The webhook" lists and a message
+that says how to fix it.
 What the bus itself refuses (an unknown room, an unknown addressee, empty content, a bad
 type) is left to bus.services; this module only checks the envelope.
 

@@ -1,10 +1,10 @@
 """Where agent-salon's settings come from: the environment first, then a KEY=VALUE file.
 
-The file is named by AGENT_SALON_CONFIG. Its rules (SPEC §2): blank lines and `#`
-comments are skipped, a line is split at its first `=`, key and value are trimmed,
-one pair of surrounding double quotes is stripped, and a line without `=` or with
-an empty key is skipped. A variable present in the environment wins over the file,
-even when it is set to the empty string.
+The file is named by AGENT_SALON_CONFIG. Its rules (README, "The configuration file"):
+blank lines and `#` comments are skipped, a line is split at its first `=`, key and
+value are trimmed, one pair of surrounding double quotes is stripped, and a line without
+`=` or with an empty key is skipped. A variable present in the environment wins over the
+file, even when it is set to the empty string.
 
 Values are parsed strictly: a malformed value raises ConfigError naming the
 variable, so start-up stops instead of silently falling back to a default.
@@ -44,7 +44,7 @@ KNOWN = {
     "AGENT_SALON_DEBUG": "0",
     # days of stats ledger rows `salon prune` keeps (bus.stats)
     "AGENT_SALON_STATS_DAYS": "30",
-    # the letterbox and the safety net (SPEC §14, bus.services.triage): the judge command,
+    # the letterbox and the safety net (bus.services.triage): the judge command,
     # its timeout in seconds, and an off switch for each half
     "AGENT_SALON_TRIAGE_CMD": "",
     "AGENT_SALON_TRIAGE_TIMEOUT": "10",
@@ -82,7 +82,7 @@ class ConfigError(Exception):
 
 
 def parse_config_text(text: str) -> dict[str, str]:
-    """Parse the KEY=VALUE file format of SPEC §2 into a dict (later lines win)."""
+    """Parse the KEY=VALUE file format into a dict (later lines win)."""
     values: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()

@@ -1,5 +1,5 @@
 """The Host/Origin check in front of every Django path: /notify, the admin, /healthz,
-/metrics and the static files (SPEC §9, §10).
+/metrics and the static files.
 
 A page on another site must not reach the daemon through the browser of the person
 running it: by DNS rebinding (its name resolves to 127.0.0.1, so the request carries its

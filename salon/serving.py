@@ -66,7 +66,7 @@ def loopback(bind: str) -> bool:
 
 
 def open_bind_warning(bind: str) -> str | None:
-    """The loud warning of SPEC §2 for a server reachable beyond this machine while no
+    """The loud warning for a server reachable beyond this machine while no
     active token exists (a revoked one protects nobody), else None. `salon serve` and
     `salon runserver` both print it. Needs the database."""
     if loopback(bind):

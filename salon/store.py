@@ -1,4 +1,4 @@
-"""Where the store lives, and making it ready on first use (SPEC §2).
+"""Where the store lives, and making it ready on first use.
 
 With nothing set, every project, hook, command and daemon of one user meets in the same
 store: `salon.db` in the user's data directory (platformdirs: `~/.local/share/agent-salon`

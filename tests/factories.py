@@ -44,7 +44,7 @@ def make_room(name: str | None = None) -> Room:
 
 
 def set_liveness(seat: Seat, liveness: str) -> Seat:
-    """Give a seat the evidence behind `live`, `unknown` or `gone` (§7)."""
+    """Give a seat the evidence behind `live`, `unknown` or `gone`."""
     at = timezone.now()
     last_seen = {
         rules.LIVE: at,

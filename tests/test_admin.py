@@ -1,4 +1,4 @@
-"""The staff views (SPEC §11) through Django's test client: who may see them, that nothing
+"""The staff views through Django's test client: who may see them, that nothing
 can be written through them, and what the history browser and an entry's page show."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Configuration: the KEY=VALUE file (SPEC §2), environment precedence, strict values,
+"""Configuration: the KEY=VALUE file, environment precedence, strict values,
 the unknown-variable warning, and what DATABASE_URL / REDIS_URL / the SQLite default
 really select. Parser rules are checked in-process; start-up behaviour is checked on
 real `salon` processes, because that is where a user meets it."""

@@ -1,4 +1,4 @@
-"""`salon hook session-start|stop|heartbeat` as Claude Code runs them (SPEC §8).
+"""`salon hook session-start|stop|heartbeat` as Claude Code runs them.
 
 Every test spawns `python -m salon.cli hook …` with real hook JSON on stdin, reads the
 JSON it prints, and reads the database back. Interactive vs headless is forced with

@@ -1,4 +1,4 @@
-"""`salon install` on a temporary project (SPEC §8), and the merge rules it applies
+"""`salon install` on a temporary project, and the merge rules it applies
 (mcpgate.claude.config, pure)."""
 
 from __future__ import annotations

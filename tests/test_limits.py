@@ -1,4 +1,4 @@
-"""SPEC §12 in-process: the limits every writer meets, and rows no reader can be broken by.
+"""In process: the limits every writer meets, and rows no reader can be broken by.
 
 The same claims are made from the outside, against a real daemon, in test_security*.py;
 these are the fast ones, on bus.rules and bus.services directly.

@@ -1,4 +1,5 @@
-"""/mcp over raw HTTP against a real daphne: every transport rule of SPEC §9."""
+"""/mcp over raw HTTP against a real daphne: every transport rule of docs/MCP.md and
+mcpgate.protocol."""
 
 from __future__ import annotations
 

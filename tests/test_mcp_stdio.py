@@ -83,7 +83,7 @@ async def test_a_stdio_seat_is_live_while_the_process_runs(env, tmp_path):
 
 
 async def test_an_overlong_line_is_skipped_in_pieces_and_the_next_one_is_read(monkeypatch):
-    """SPEC §12: a line over the limit is answered with an error, never held whole."""
+    """A line over the limit is answered with an error, never held whole."""
     monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 100)
     monkeypatch.setattr(stdio, "SKIP_BYTES", 10)
     reader = io.BufferedReader(io.BytesIO(b"x" * 1000 + b"\n" + b'{"a": 1}\n'))

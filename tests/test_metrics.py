@@ -1,5 +1,5 @@
 """/metrics (Prometheus text format 0.0.4, from prometheus-client's registry), and
-/healthz's answer when the database does not answer (SPEC §11)."""
+/healthz's answer when the database does not answer."""
 
 from __future__ import annotations
 

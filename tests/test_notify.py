@@ -1,4 +1,4 @@
-"""POST /notify?label=<sender> (SPEC §10): every status code, every rule, judged on the
+"""POST /notify?label=<sender> (README, "The webhook"): every status code, every rule, judged on the
 response and on the rows the bus holds afterwards."""
 
 from __future__ import annotations

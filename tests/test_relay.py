@@ -1,4 +1,4 @@
-"""Two machines and a relay, as real processes on 127.0.0.1 (SPEC §13).
+"""Two machines and a relay, as real processes on 127.0.0.1 (docs/RELAY.md).
 
 Machine A and machine B each have a store of their own (two data directories) and a
 daemon; a third daemon runs in relay mode with a store of its own. They are joined by

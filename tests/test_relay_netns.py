@@ -1,4 +1,4 @@
-"""Two machines that really cross a network (SPEC §13), when the tests run as root.
+"""Two machines that really cross a network (docs/RELAY.md), when the tests run as root.
 
 The test makes a network namespace of its own for machine B, joined to this one by a
 veth pair: B's daemon and its `salon join` run inside it and reach the relay only at

@@ -1,5 +1,5 @@
 """The relay's parts in one process: the sealing, the names as they cross, the invites,
-and landing through bus.services (SPEC §13). The real processes are tests/test_relay.py."""
+and landing through bus.services (docs/RELAY.md). The real processes are tests/test_relay.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Relay mode's refusals and limits, through its HTTP API in one process (SPEC §13):
+"""Relay mode's refusals and limits, through its HTTP API in one process (docs/RELAY.md):
 each refusal comes before anything is stored, and says how to fix it."""
 
 from __future__ import annotations

@@ -454,7 +454,7 @@ def test_quiet_is_active_without_expiry_or_until_the_expiry(quiet, until, expect
     assert rules.quiet_active(quiet, until, NOW) is expected
 
 
-# --- who is woken (§5) ------------------------------------------------------------
+# --- who is woken -----------------------------------------------------------------
 
 
 def test_step_1_an_entry_addressed_to_someone_else_does_not_wake_the_seat():

@@ -1,4 +1,4 @@
-"""Which seat a connection acts as (SPEC §9): an MCP session becomes a seat only when it
+"""Which seat a connection acts as (docs/MCP.md): an MCP session becomes a seat only when it
 calls a tool or checks in, a Claude Code session names itself at connect (the
 X-Salon-Claude-Session header its headersHelper sends), and a stdio server makes no seat
 of its own until a hook or a tool call does, and signs it off when it ends.

@@ -1,6 +1,6 @@
 """A daemon killed with SIGKILL in the middle of traffic (security review of 2026-12-01).
 
-SPEC §12: an entry that got a 202 or a successful tool result is durably stored; a daemon
+The promise: an entry that got a 202 or a successful tool result is durably stored; a daemon
 killed at any moment loses no acknowledged entry. Several clients post to /notify and
 call the MCP `send` tool at once, the daemon is killed under them, started again on the
 same store, and the store is read back. Runs on SQLite, and on PostgreSQL when

@@ -1,5 +1,5 @@
-"""bus.services against a real database: each test is one claim of SPEC §3 to §7 and §12,
-judged on the rows written and the values returned."""
+"""bus.services against a real database: each test is one claim of what rooms, entries,
+reading and limits promise, judged on the rows written and the values returned."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def ids(result: dict) -> list[str]:
     return [e["id"] for e in result["entries"]]
 
 
-# ---------------------------------------------------------------- §5 who is woken
+# ---------------------------------------------------------------- who is woken
 
 
 def test_a_broadcast_fact_wakes_nobody_and_its_report_says_so(team):
@@ -242,7 +242,7 @@ def test_the_doorbell_rings_the_woken_seats_only_after_the_entry_is_committed():
     assert rung == [(report["id"], [api.pk])]
 
 
-# ---------------------------------------------------------------- §5 what send answers
+# ---------------------------------------------------------------- what send answers
 
 
 def test_the_send_report_has_the_documented_keys_and_the_server_fills_in_sender_and_time(team):
@@ -313,7 +313,7 @@ def test_a_caller_without_a_session_writes_as_the_bare_agent_name_and_is_warned(
     assert "bare agent name" in report["warning"]
 
 
-# ---------------------------------------------------------------- §4/§5 refusals
+# ---------------------------------------------------------------- refusals
 
 
 def test_a_misspelt_addressee_fails_the_send_and_lists_the_room_names(team):
@@ -562,7 +562,7 @@ def test_concurrent_sends_into_one_room_get_distinct_consecutive_numbers():
     assert list(ordered) == sorted(ordered)
 
 
-# ---------------------------------------------------------------- §6 reading
+# ---------------------------------------------------------------- reading
 
 
 def test_an_entry_addressed_to_another_seat_is_readable_but_neither_for_me_nor_waking(team):
@@ -883,7 +883,7 @@ def test_a_long_backlog_is_counted_up_to_a_cap_and_says_so(team, monkeypatch):
     assert len(inbox["entries"]) == 2
 
 
-# ---------------------------------------------------------------- §7 focus, quiet
+# ---------------------------------------------------------------- focus, quiet
 
 
 def test_an_unknown_phase_is_refused_listing_the_five(team):
@@ -975,7 +975,7 @@ def test_a_quiet_with_no_expiry_shows_quiet_with_no_until_in_agents(team):
     assert (shown["quiet"], shown["quietUntil"]) == (True, None)
 
 
-# ---------------------------------------------------------------- §7 agents, liveness
+# ---------------------------------------------------------------- agents, liveness
 
 AGENTS_TOP = {"schema", "generatedAt", "agents"}
 AGENT_KEYS = {"agent", "host", "rooms", "lastSeen", "silentMinutes", "seats"}
@@ -1073,7 +1073,7 @@ def test_silent_minutes_counts_from_the_agents_last_write(team):
     assert web["silentMinutes"] == 42
 
 
-# ---------------------------------------------------------------- §3 rooms
+# ---------------------------------------------------------------- rooms
 
 
 def test_archive_is_refused_while_a_live_seat_is_in_the_room(team):
@@ -1189,7 +1189,7 @@ def test_a_bad_room_name_is_refused_before_storage(name):
     assert list(Room.objects.values_list("name", flat=True)) == ["salon"]
 
 
-# ---------------------------------------------------------------- §3 join / part
+# ---------------------------------------------------------------- join / part
 
 
 def test_part_keeps_the_membership_row_with_left_at(team):
@@ -1289,7 +1289,7 @@ def test_an_agent_name_holding_a_hash_is_refused():
     assert not Seat.objects.exists()
 
 
-# ---------------------------------------------------------------- §7 prune
+# ---------------------------------------------------------------- prune
 
 
 def test_prune_forgets_seats_gone_and_silent_for_days_and_never_an_entry(team):
@@ -1328,7 +1328,7 @@ def test_prune_keeps_a_seat_with_an_open_stream(team):
     assert services.seats.prune(days=7)["seats"] == []
 
 
-# ---------------------------------------------------------------- §4 signatures
+# ---------------------------------------------------------------- signatures
 
 
 @pytest.mark.parametrize("path", ["inbox", "peek", "history"])
@@ -1391,7 +1391,7 @@ def test_meta_holding_a_nul_character_is_refused_naming_the_rule(team):
     assert Entry.objects.count() == 0
 
 
-# ---------------------------------------------------------------- §9 tokens
+# ---------------------------------------------------------------- tokens
 
 
 def test_a_label_with_no_token_needs_none():
@@ -1456,7 +1456,7 @@ def test_tokens_are_stored_hashed_and_listed_by_label():
     assert [(t["label"], t["tokens"]) for t in services.tokens.list_tokens()] == [("web", 2)]
 
 
-# ---------------------------------------------------------------- §6 cost
+# ---------------------------------------------------------------- cost
 
 
 def _plan(queryset) -> str:

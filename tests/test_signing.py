@@ -1,5 +1,5 @@
 """bus.signing: the entry signature is a MAC over every stored field a reader sees or
-filters on (SPEC §4, §12); version-1 signatures of older rows still verify, as OLD."""
+filters on; version-1 signatures of older rows still verify, as OLD."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The salon_status tool's neighbour list (SPEC §9) against a real database."""
+"""The salon_status tool's neighbour list against a real database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The letterbox and the safety net (SPEC §14), with stub judge commands.
+"""The letterbox and the safety net (bus.services.triage), with stub judge commands.
 
 Each stub is a small shell script in the test's own directory: it appends the JSON
 document it was given to a file (so the calls can be counted and read), then answers

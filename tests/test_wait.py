@@ -1,5 +1,5 @@
 """`salon wait` as Claude Code's Monitor tool runs it: a real process whose stdout lines
-are read as they come, against entries sent by other real processes (SPEC §8)."""
+are read as they come, against entries sent by other real processes."""
 
 from __future__ import annotations
 

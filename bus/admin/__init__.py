@@ -1,6 +1,6 @@
-"""The staff's pages (SPEC §11): a read-only history browser over entries, read-only pages
-for rooms and seats, and the stats page with its charts. Nothing here writes: no add,
-change or delete permission on any bus model.
+"""The staff's pages (README, "The admin"): a read-only history browser over entries,
+read-only pages for rooms and seats, and the stats page with its charts. Nothing here
+writes: no add, change or delete permission on any bus model.
 
 Django's admin autodiscovery imports this package; the modules below register their
 pages with the default admin site (the project's: salon.staff).

@@ -1,4 +1,4 @@
-"""The staff history browser's filters (SPEC §11), as one django-filter FilterSet.
+"""The staff history browser's filters (README, "The admin"), as one django-filter FilterSet.
 
 Every filter is a plain GET parameter, so a filtered list is a URL that can be shared
 and that pagination keeps:
@@ -23,7 +23,7 @@ q              free text, case-insensitive, in the content
 `to` is a JSON list. On SQLite and PostgreSQL `to__icontains` compares against the JSON
 text, so a name is matched with its quotes (`"web-app"`) and never as part of a longer
 name; a seat of an agent is matched by the opening quote and the `#` (`"web-app#`).
-Names are `[A-Za-z0-9._@#-]` only (SPEC §12), so no quote or backslash needs escaping.
+Names are `[A-Za-z0-9._@#-]` only (bus.rules), so no quote or backslash needs escaping.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _names(value: str, what: str) -> list[str]:
 
 
 class NameField(forms.CharField):
-    """One seat or agent name (SPEC §12)."""
+    """One seat or agent name (bus.rules)."""
 
     def clean(self, value):
         value = super().clean(value)
@@ -205,7 +205,7 @@ class EntryFilter(django_filters.FilterSet):
 
     def __init__(self, data=None, *args, **kwargs):
         if data is not None and "type" in data and data.get("type"):
-            # Types are case-insensitive on input (SPEC §1), as on every other path.
+            # Types are case-insensitive on input, as on every other path.
             data = data.copy()
             data["type"] = data["type"].strip().upper()
         super().__init__(data, *args, **kwargs)

@@ -35,7 +35,7 @@ class Call:
     def seat(self, *, first_act_join: str | None = None) -> Seat:
         """Check the caller in: a Claude Code session joins its default rooms once; a bare
         caller (cron, a shell) writes as the agent name and joins nothing by itself. A new
-        seat whose first act is to join a room gets that room only (SPEC §3)."""
+        seat whose first act is to join a room gets that room only."""
         if self._seat is None:
             agent = self.caller.get("agent") or ""
             try:

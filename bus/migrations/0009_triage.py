@@ -1,4 +1,4 @@
-"""The letterbox and the safety net (SPEC §14): one judgement per entry per seat, kept on
+"""The letterbox and the safety net (bus.services.triage): one judgement per entry per seat, kept on
 its ledger row."""
 
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""Sending: one entry and its per-seat wake decisions, stored in one transaction (§4, §5).
+"""Sending: one entry and its per-seat wake decisions, stored in one transaction.
 Landing: the same for an entry written on another machine (`land_entry`, via the relay).
 
 Ordering: the entry's seq is taken from its room's counter under the room row's lock, so
@@ -136,7 +136,7 @@ def land_entry(
     meta: dict | None = None,
     sender_addr: str = "",
 ) -> dict | None:
-    """Store an entry written on another machine, as it was written there (§13).
+    """Store an entry written on another machine, as it was written there (docs/RELAY.md).
 
     Its id, time and sender (a remote seat, `agent@device#sid8`) are kept and it is stored
     with via=relay; the signature is this store's own, over the landed fields. The seq is
@@ -305,9 +305,10 @@ def _refuse_unstorable(content: str, meta: dict) -> None:
 
 @dataclass
 class Decided:
-    """§5 for every reader of the room, before anything is written: the ledger rows (of the
-    seats the entry is a claim on, woken or quieted), the count of every other reason,
-    what `send` answers (`wakes`, `notices`) and the woken seats to ring."""
+    """The wake rule for every reader of the room, before anything is written: the
+    ledger rows (of the seats the entry is a claim on, woken or quieted), the count of
+    every other reason, what `send` answers (`wakes`, `notices`) and the woken seats to
+    ring."""
 
     rows: list[WakeDecision]
     unwoken: Counter[str]
@@ -409,7 +410,7 @@ def _record(entry: Entry, decided: Decided, *, sender: Seat) -> None:
     The woken seats whose stream lives in this process (bus.bell.Pusher) have their push
     claimed here, in this transaction (telling.claim_at_send), and recorded as delivered
     to them: the pusher writes it from memory right after the commit, before the doorbell
-    rings the rest. Not while a letterbox judges pushes first (SPEC §14)."""
+    rings the rest. Not while a letterbox judges pushes first (bus.services.triage)."""
     pushers = bell.pushers_of(decided.woken_ids) if not any(triage.halves()) else {}
     seqs = telling.claim_at_send(sorted(pushers), lock_also=sender.pk) if pushers else {}
     pushes = {}

@@ -1,4 +1,4 @@
-"""Reading a room: inbox and peek (after the seat's cursor), history, unread counts (§6).
+"""Reading a room: inbox and peek (after the seat's cursor), history, unread counts.
 
 Only an inbox read moves a cursor, and only over the entries it returned.
 """
@@ -96,7 +96,7 @@ def read_inbox(
 
 
 # The counts of a read look at most this many rows per room: a seat with a backlog of a
-# million entries reads its first page as fast as a caught-up one (SPEC §6); past it the
+# million entries reads its first page as fast as a caught-up one; past it the
 # counts say "at least" (countsCapped).
 COUNT_CAP = 1000
 

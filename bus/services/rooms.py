@@ -1,4 +1,4 @@
-"""Rooms and memberships: a room exists only when created on purpose (§3)."""
+"""Rooms and memberships: a room exists only when created on purpose."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def part_room(*, seat: Seat, room: str) -> dict:
     return {"room": room_row.name, "seat": seat.name, "left": True}
 
 
-# ---------------------------------------------------------------- which room (§3)
+# ---------------------------------------------------------------- which room -----
 
 
 def primary_room(seat: Seat) -> Room | None:

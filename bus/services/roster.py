@@ -1,4 +1,4 @@
-"""A room's readers as a send decides over them (§5), kept between sends.
+"""A room's readers as a send decides over them (the wake rule), kept between sends.
 
 Every send reads who has ever been in its room: the addressee check needs every name,
 the wake decisions every current reader. Most of that changes rarely (who is in the room,

@@ -37,7 +37,7 @@ def check_in(
     """
     agent = rules.validate_name(agent, "agent")
     if "@" in agent:
-        # §12: `@` marks a seat of another machine, and only the relay lands those.
+        # `@` marks a seat of another machine, and only the relay lands those.
         raise RuleError(
             f'agent name {agent!r} holds "@", which marks a seat of another machine (only '
             'the relay writes such names): drop the "@…" part (e.g. "web-app")'

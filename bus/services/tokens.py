@@ -1,4 +1,4 @@
-"""Bearer tokens: issued per label, stored as their SHA-256, shown once (§9)."""
+"""Bearer tokens: issued per label, stored as their SHA-256, shown once."""
 
 from __future__ import annotations
 

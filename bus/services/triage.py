@@ -1,4 +1,4 @@
-"""The letterbox and the safety net (SPEC §14): a cheap model's judgement on the telling
+"""The letterbox and the safety net: a cheap model's judgement on the telling
 path (`salon wait`, the Stop hook, the push), never on `send`.
 
 * The letterbox judges the untold entries the rule woke a seat for (except one whose

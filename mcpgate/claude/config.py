@@ -4,7 +4,7 @@
   machine's paths): four command hooks — SessionStart → `salon hook
   session-start`, Stop → `salon hook stop`, PostToolUse → `salon hook heartbeat`,
   SessionEnd → `salon hook session-end` — and, with --http, the `mcp_tool`
-  UserPromptSubmit hook that calls the server's `checkin` tool (SPEC §9). Every other
+  UserPromptSubmit hook that calls the server's `checkin` tool (docs/MCP.md). Every other
   hook is kept as it is. Our hooks are recognised by their
   command (`salon.cli hook <kind>`, or `salon hook <kind>` written by hand) or, for the
   mcp_tool hook, by server `agent-salon` + tool `checkin`; a re-run updates them where
@@ -57,7 +57,7 @@ class ShapeError(ValueError):
 # ---------------------------------------------------------------- hooks
 
 
-# `salon install --triage`: the judge of the letterbox and the safety net (SPEC §14) — a
+# `salon install --triage`: the judge of the letterbox and the safety net (bus.services.triage) — a
 # headless `claude -p` of a small model with no tools, no MCP servers and no hooks (its
 # own hooks would check the judge in as a seat of the bus).
 TRIAGE_COMMAND = (

@@ -75,7 +75,7 @@ class HookContext:
         self.python: str = os.path.abspath(sys.executable)
         # A monitor already runs `salon wait` for the session (AGENT_SALON_WATCHED=1).
         self.watched = False
-        # The safety net may have something to judge (SPEC §14): set by hook_context.
+        # The safety net may have something to judge (bus.services.triage): set by hook_context.
         self.net = False
 
     @property
@@ -282,7 +282,7 @@ def record_error(
         from pathlib import Path
 
         # Every value here may come from the hook's input: escaped and clipped, so that
-        # none can forge a line of its own or flood the log (SPEC §12).
+        # none can forge a line of its own or flood the log.
         text = strict.loggable(" ".join(str(exc).split()), 600)
         where = ""
         if ctx is not None:

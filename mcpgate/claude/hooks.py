@@ -1,4 +1,5 @@
-"""What the Claude Code hooks do once Django is up (SPEC §8); the `hook` operation.
+"""What the Claude Code hooks do once Django is up; the `hook` operation. The README's
+"Claude Code in two projects" says what a user sees of them.
 
 mcpgate.claude.runner sends the hook's context to a running server of the store, or runs
 it in its own process: either way `operation` below answers.

@@ -49,10 +49,10 @@ def run_somewhere(ctx: HookContext, line: Line) -> tuple[dict | None, float | No
 
 
 def judge_somewhere(ctx: HookContext, line: Line) -> None:
-    """The Stop hook's letterbox and safety net (SPEC §14) before the hook tells anything:
-    the rows are claimed and recorded by whoever answers the line, and the judge runs
-    here, in the hook's own process. A failure here is logged and the hook goes on (a
-    row left pending is failed after its timeout)."""
+    """The Stop hook's letterbox and safety net (bus.services.triage) before the hook
+    tells anything: the rows are claimed and recorded by whoever answers the line, and
+    the judge runs here, in the hook's own process. A failure here is logged and the
+    hook goes on (a row left pending is failed after its timeout)."""
     from bus import judge  # threads and a subprocess: only a Stop hook with a judge
 
     answer = line.answer({"op": "triage-claim", "args": ctx.to_wire(), "caller": {}})

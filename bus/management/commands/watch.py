@@ -4,7 +4,7 @@ until Ctrl-C:
     14:02:11 team QUESTION web-app#3f9c1a20 → api-service (wakes api-service#c4e1aa01): "…"
 
 The time is the terminal's local time; `→` names the addressees (none: a broadcast);
-`(wakes …)` marks the seats the entry is a claim on (§5, as recorded when it was stored).
+`(wakes …)` marks the seats the entry is a claim on (the wake rule, as recorded when it was stored).
 
 It reads the store itself, with the listener the daemon and `salon wait` use
 (bus.bell.Listener: on SQLite PRAGMA data_version, on PostgreSQL LISTEN), so it works

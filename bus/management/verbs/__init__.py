@@ -162,7 +162,7 @@ def names() -> list[str]:
 
 
 def caller(environ: Mapping[str, str], cwd: str | None = None) -> dict:
-    """Who a command speaks for (SPEC §1), from its environment (merged with the config
+    """Who a command speaks for, from its environment (merged with the config
     file): the agent is AGENT_SALON_NAME, else the working directory's name; the seat's
     session is CLAUDE_CODE_SESSION_ID (none: the bare agent name); AGENT_SALON_ROOM are
     the rooms a new seat joins. The server checks the names (bus.management.ops)."""

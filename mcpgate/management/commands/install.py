@@ -1,4 +1,4 @@
-"""`salon install ROOM[,ROOM…] [--dry-run] [--replace] [--http URL]` (SPEC §8).
+"""`salon install ROOM[,ROOM…] [--dry-run] [--replace] [--http URL]`.
 
 Run in a project directory; wires Claude Code to the bus for this agent (AGENT_SALON_NAME,
 else the directory's name):
@@ -14,7 +14,7 @@ Where the hooks and the server go depends on whether the commands can name nothi
 this machine. With this installation's `salon` on PATH and the default store (the data
 directory's salon.db, nothing set), every command is plain `salon …` with only the agent
 in front (AGENT_SALON_NAME and AGENT_SALON_ROOM=<the rooms>: that is how the rooms are
-recorded: a new seat of this agent joins them once, SPEC §3), and they go into the files
+recorded: a new seat of this agent joins them once), and they go into the files
 to commit: the hooks into `.claude/settings.json`, the server into `.mcp.json`.
 Otherwise commands are written with the absolute interpreter path (`<python> -m
 salon.cli …`) and the variables that name the store (AGENT_SALON_DB — also the data

@@ -1,6 +1,6 @@
-"""`salon wait [--once] [--timeout S] [ROOM…]`: for Claude Code's Monitor tool (SPEC §8).
+"""`salon wait [--once] [--timeout S] [ROOM…]`: for Claude Code's Monitor tool.
 
-Prints one line per entry that is a claim on this seat (the §5 rule, as recorded in the
+Prints one line per entry that is a claim on this seat (the wake rule, as recorded in the
 ledger at send time):
 
     [salon] QUESTION from api-service#c4e1b7d2 in "team": "<first 240 chars>" — read it

@@ -1,4 +1,4 @@
-"""`salon backup DIR`: a consistent copy of the store, with its secret (SPEC §2)."""
+"""`salon backup DIR`: a consistent copy of the store, with its secret."""
 
 from __future__ import annotations
 
