@@ -366,6 +366,8 @@ def test_every_view_and_action_of_the_live_view_leaves_every_row_of_the_store_un
 
         with staff.stream("GET", STREAM, timeout=stream_timeout()) as response:
             flow = read_until(events(response), is_ready)
+        with staff.stream("GET", STREAM + "?room=ops", timeout=stream_timeout()) as response:
+            read_until(events(response), lambda got: got[-1].name == "panes")  # drawn again
         for entry in flow[:-1]:  # each entry opened in full, as the flow's links do
             assert staff.get(f"/admin/bus/entry/{entry.data['id']}/change/").status_code == 200
         resumed = {"Last-Event-ID": live.encode({})}

@@ -20,7 +20,7 @@ import pytest
 
 from tests.claude_kit import API_SEAT, WEB_SEAT, api, ok, salon, send, web
 from tests.live_kit import DOCS_SEAT, DOCS_SESSION, OLD_SEAT, PASSWORD, seed
-from tests.support import REPO, Daemon
+from tests.support import REPO, Daemon, dump_store
 from tests.test_browser import CHROMIUM, sync_playwright
 
 if sync_playwright is not None:
@@ -219,6 +219,7 @@ def test_the_pager_keys_move_search_filter_open_and_help_but_not_while_typing(se
     with live_page(daemon) as page:
         rows = page.locator("#salon-flow-rows li[data-id]")
         expect(rows).to_have_count(4)  # newest first: QUESTION, FACT, REQUEST, QUESTION
+        before = dump_store(store)  # logged in and drawn: from here on, only keys
         cursor = page.locator("#salon-flow-rows li.salon-cursor")
         expect(cursor).to_have_count(0)
 
@@ -275,3 +276,4 @@ def test_the_pager_keys_move_search_filter_open_and_help_but_not_while_typing(se
         expect(page.locator("#salon-help")).to_contain_text("the next filter")
         page.keyboard.press("Escape")
         expect(page.locator("#salon-help")).to_be_hidden()
+        assert dump_store(store) == before  # every row as it was: the keys only read
