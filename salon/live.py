@@ -3,7 +3,7 @@
 The page (bus.admin.live) opens it with an EventSource. What it sends:
 
 * `event: entry`, data = the entry as bus.wire.live_entry shows it (who it wakes, whose
-  quiet held it back), id = the positions after it (bus.live.encode). A first connection
+  quiet held it back, the gone seats it waits for), id = the positions after it (bus.live.encode). A first connection
   gets the newest bus.live.BACKLOG entries first (no id: they are the past).
 * A reconnect with `Last-Event-ID` resumes after those positions: everything stored
   meanwhile, unless it is more than bus.live.REPLAY_LIMIT entries — then one
@@ -20,11 +20,12 @@ The page (bus.admin.live) opens it with an EventSource. What it sends:
 
 Entries of every process reach it the same way: the daemon's listener (bus.bell) hears
 every commit of the store and rings this process's board (mcpgate.host.Board); each
-stream then reads the entries after its positions from the store. The board is also
-looked at on every keep-alive, so a lost ring costs latency, never an entry.
+stream then reads the entries after its positions from the store. The store is also
+looked at every PANES_SECONDS, so a lost ring costs latency, never an entry.
 
 Read-only by construction: it reads the session and the user (Channels' session and auth
-middleware, which save nothing a request did not change), the rooms and the entries.
+middleware, which save nothing a request did not change), the rooms, seats and
+memberships, the entries and their wake decisions.
 """
 
 from __future__ import annotations
