@@ -337,6 +337,10 @@ class WakeDecision(models.Model):
     reason = models.CharField(max_length=16)
     decided_at = models.DateTimeField()
     listener = models.CharField(max_length=8, blank=True, default="")
+    # The seat was gone when the decision was made: `send` left it out of its `wakes`, and
+    # the entry waits for it (the live flow shows it so). None: not recorded (a row older
+    # than this column, or one the safety net wrote for a seat that was just asking).
+    gone = models.BooleanField(null=True, blank=True)
     push_seq = models.BigIntegerField(null=True, blank=True)  # SSE event id of the push
     pushed_at = models.DateTimeField(null=True, blank=True)
     told_at = models.DateTimeField(null=True, blank=True)

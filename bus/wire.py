@@ -121,10 +121,10 @@ def send_report(row: Entry, sender: Seat, wakes: list[str], notices: list[str]) 
     }
 
 
-def live_entry(row: Entry, wakes: list[str], quieted: list[str]) -> dict:
+def live_entry(row: Entry, wakes: list[str], quieted: list[str], waiting: list[str]) -> dict:
     """An entry as the operator's live flow shows it (no reader): who it wakes (the seats
-    of its woken ledger rows, gone ones included: the entry waits for them) and whose
-    quiet held it back."""
+    `send` named: woken and not gone), whose quiet held it back, and the gone seats the
+    rule woke, which it waits for (`send` left them out)."""
     return {
         "id": str(row.id),
         "room": row.room.name,
@@ -139,5 +139,6 @@ def live_entry(row: Entry, wakes: list[str], quieted: list[str]) -> dict:
         "via": row.via,
         "wakes": wakes,
         "quieted": quieted,
+        "waiting": waiting,
         "tampered": not signing.verify_entry(row),
     }

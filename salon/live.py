@@ -3,22 +3,29 @@
 The page (bus.admin.live) opens it with an EventSource. What it sends:
 
 * `event: entry`, data = the entry as bus.wire.live_entry shows it (who it wakes, whose
-  quiet held it back), id = the positions after it (bus.live.encode). A first connection
+  quiet held it back, the gone seats it waits for), id = the positions after it (bus.live.encode). A first connection
   gets the newest bus.live.BACKLOG entries first (no id: they are the past).
 * A reconnect with `Last-Event-ID` resumes after those positions: everything stored
   meanwhile, unless it is more than bus.live.REPLAY_LIMIT entries — then one
   `event: gap` counts them (the history page has them) and the flow goes on from now.
 * `event: ready` (with the positions as its id) once the stream has caught up; then
   each new entry as it is stored.
-* `: keep-alive` every KEEPALIVE_SECONDS.
+* `event: panes`, data = `{"rooms": html, "seats": html}`: the rooms pane and the seats
+  pane of the room in the URL (`?room=`; the busiest one without), drawn by
+  bus.admin.live.pane_html, first after `ready` and again whenever they differ from the
+  last ones sent. They are drawn again after entries are stored (at most every
+  PANES_GAP_SECONDS) and every PANES_SECONDS: check-ins, joins, focus, quiet, reading
+  and liveness that passes with time ring nothing.
+* `: keep-alive` after KEEPALIVE_SECONDS with nothing else sent.
 
 Entries of every process reach it the same way: the daemon's listener (bus.bell) hears
 every commit of the store and rings this process's board (mcpgate.host.Board); each
-stream then reads the entries after its positions from the store. The board is also
-looked at on every keep-alive, so a lost ring costs latency, never an entry.
+stream then reads the entries after its positions from the store. The store is also
+looked at every PANES_SECONDS, so a lost ring costs latency, never an entry.
 
 Read-only by construction: it reads the session and the user (Channels' session and auth
-middleware, which save nothing a request did not change), the rooms and the entries.
+middleware, which save nothing a request did not change), the rooms, seats and
+memberships, the entries and their wake decisions.
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 
 from bus import bell, live, strict
 from bus.admin.base import VIEW_PERMISSION
+from bus.admin.live import pane_html
 from mcpgate.delivery import KEEPALIVE_SECONDS
 from mcpgate.host import StreamHost
 from mcpgate.streaming import StreamingHttpConsumer
@@ -44,6 +53,9 @@ SSE_HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 TEXT = (b"content-type", b"text/plain; charset=utf-8")
+# The panes are drawn again this often at the latest, and after a ring at most this often.
+PANES_SECONDS = 2.0
+PANES_GAP_SECONDS = 0.5
 
 
 def sse(event: str, data: dict, event_id: str | None = None) -> bytes:
@@ -87,7 +99,9 @@ class LiveStream(StreamingHttpConsumer):
         await self.start_response(200, SSE_HEADERS)
         # Subscribe first, then read where the store is: nothing falls in between.
         self.rung = self.host.board.subscribe()
-        self.spawn(self.run(headers.get("last-event-id", "")))
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        room = query.get("room", [""])[0] or None
+        self.spawn(self.run(headers.get("last-event-id", ""), room))
 
     @staticmethod
     def host_problem(headers: dict[str, str]) -> str | None:
@@ -96,9 +110,9 @@ class LiveStream(StreamingHttpConsumer):
             headers.get("host"), headers.get("origin"), settings.MCP_ALLOWED_HOSTS
         )
 
-    async def run(self, last_event_id: str) -> None:
+    async def run(self, last_event_id: str, room: str | None) -> None:
         try:
-            await self.flow(last_event_id)
+            await self.flow(last_event_id, room)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -106,32 +120,52 @@ class LiveStream(StreamingHttpConsumer):
             log.exception("the live stream failed; closing it")
             await self.end_response()
 
-    async def flow(self, last_event_id: str) -> None:
+    async def flow(self, last_event_id: str, room: str | None) -> None:
+        clock = asyncio.get_running_loop().time
+        sent_at = clock()
+
+        async def send(chunk: bytes) -> None:
+            nonlocal sent_at
+            await self.send_chunk(chunk)
+            sent_at = clock()
+
         at = live.decode(last_event_id) if last_event_id else None
         if at is None:
             at = await database_sync_to_async(live.positions)()
             for item in await database_sync_to_async(live.recent)(at):
-                await self.send_chunk(sse("entry", item.data))
+                await send(sse("entry", item.data))
         else:
             missed = await database_sync_to_async(live.waiting)(at)
             if missed > live.REPLAY_LIMIT:
                 at = await database_sync_to_async(live.positions)()
-                await self.send_chunk(sse("gap", {"entries": missed}))
+                await send(sse("gap", {"entries": missed}))
         ready = False
+        panes, panes_at = None, None
         while True:
             items = await database_sync_to_async(live.after)(at)
             for item in items:
                 at[item.room_id] = item.seq
-                await self.send_chunk(sse("entry", item.data, live.encode(at)))
+                await send(sse("entry", item.data, live.encode(at)))
             if items:
                 continue  # a room may have had more than one batch waiting
             if not ready:  # caught up: from here on, entries come as they are stored
-                await self.send_chunk(sse("ready", {}, live.encode(at)))
+                await send(sse("ready", {}, live.encode(at)))
                 ready = True
-            await bell.rung_within(self.rung, KEEPALIVE_SECONDS)
-            if not self.rung.is_set():
-                await self.send_chunk(b": keep-alive\n\n")
+            if panes_at is None or clock() - panes_at >= PANES_GAP_SECONDS:
+                drawn = await database_sync_to_async(self.draw_panes)(room)
+                panes_at = clock()
+                if drawn != panes:
+                    await send(sse("panes", drawn))
+                    panes = drawn
+            quiet_for = clock() - sent_at
+            await bell.rung_within(self.rung, min(PANES_SECONDS, KEEPALIVE_SECONDS - quiet_for))
+            if clock() - sent_at >= KEEPALIVE_SECONDS:
+                await send(b": keep-alive\n\n")
             self.rung.clear()
+
+    @staticmethod
+    def draw_panes(room: str | None) -> dict[str, str]:
+        return pane_html(live.panes(room))
 
     async def closed(self) -> None:
         if self.rung is not None:

@@ -274,6 +274,27 @@ def test_an_invalid_filter_lists_nothing_and_says_why(admin_client, entry):
     assert "First line of the report." not in html
 
 
+def test_an_unknown_filter_parameter_is_named_with_the_known_ones_and_lists_nothing(
+    admin_client, entry
+):
+    """REGRESSION: `?ts_from=` silently redirected to `?e=1`, which lists every entry: a
+    filter the person meant looked applied. The page now names the parameter, lists the
+    ones there are, and lists nothing until the URL is fixed."""
+    response = admin_client.get(LIST + "?ts_from=2025-06-01&room=team")
+
+    html = unescape(page(response))
+    assert "unknown filter parameter 'ts_from'" in html
+    for known in ("room", "type", "source", "target", "participant", "between", "since"):
+        assert f"<code>{known}</code>" in html
+    assert "First line of the report." not in html
+
+
+def test_a_misspelt_filter_parameter_gets_the_closest_known_one(admin_client, entry):
+    html = unescape(page(admin_client.get(LIST + "?sourse=web-app")))
+
+    assert "unknown filter parameter 'sourse'; did you mean source?" in html
+
+
 def test_pagination_links_keep_the_filters(admin_client, team):
     send_many(team, 120, text="paged {i}")
 

@@ -20,7 +20,7 @@ import pytest
 from bus import live
 from bus.bell import SqliteWatch
 from mcpgate.host import Board
-from tests.claude_kit import API_SEAT, WEB_SEAT, api, send, web
+from tests.claude_kit import API_SEAT, WEB_SEAT, api, ok, salon, send, web
 from tests.live_kit import (
     DOCS_SEAT,
     OLD_SEAT,
@@ -83,6 +83,10 @@ def is_ready(got: list[Event]) -> bool:
     return got[-1].name == "ready"
 
 
+def entries_in(got: list[Event]) -> list[Event]:
+    return [e for e in got if e.name == "entry"]
+
+
 # ---------------------------------------------------------------- the stream
 
 
@@ -100,9 +104,9 @@ def test_the_stream_sends_cli_entries_with_the_seats_they_wake_and_whose_quiet_h
 
         send(store, web, "team", "QUESTION", "Is the refresh endpoint v2 yet?", "--to", "docs")
         send(store, api, "team", "FACT", "Staging is down until 14:30.")
-        got = read_until(stream, lambda got: len(got) == 2)
+        got = read_until(stream, lambda got: len(entries_in(got)) == 2)
 
-    question, fact = (e.data for e in got)
+    question, fact = (e.data for e in entries_in(got))
     assert (question["from"], question["to"], question["wakes"]) == (WEB_SEAT, ["docs"], [])
     assert question["quieted"] == [DOCS_SEAT]  # docs is quiet for the hour
     assert (fact["type"], fact["wakes"], fact["content"]) == (
@@ -110,9 +114,9 @@ def test_the_stream_sends_cli_entries_with_the_seats_they_wake_and_whose_quiet_h
         [],
         "Staging is down until 14:30.",
     )
-    assert [e.name for e in got] == ["entry", "entry"]
+    assert {e.name for e in got} <= {"entry", "panes"}  # the panes follow the sends
     team = query_store(store, "SELECT id, last_seq FROM bus_room WHERE name = 'team'")
-    assert live.decode(got[1].id)[team[0][0]] == team[0][1]  # the position after it
+    assert live.decode(entries_in(got)[1].id)[team[0][0]] == team[0][1]  # the position after
 
 
 @pytest.mark.slow
@@ -133,6 +137,62 @@ def test_a_reconnect_with_last_event_id_gets_exactly_what_was_stored_meanwhile(s
         ("ready", None),
     ]
     assert live.decode(got[-1].id) == live.decode(got[-2].id)
+
+
+MOBILE_SESSION = "0b11e000-aaaa-4bbb-8ccc-000000000005"
+MOBILE_SEAT = "mobile#0b11e000"
+
+
+def mobile(env, *args):
+    return ok(salon(env, *args, agent="mobile", session=MOBILE_SESSION))
+
+
+def seat_cells(event: Event, seat: str) -> str | None:
+    """The text of a seat's row in a `panes` event's seats pane (tags dropped)."""
+    found = re.search(rf'<tr data-seat="{re.escape(seat)}">(.*?)</tr>', event.data["seats"], re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", found.group(1))) if found else None
+
+
+def room_counts(event: Event, room: str) -> list[str]:
+    """A room's numbers in a `panes` event's rooms pane: entries, seats, live."""
+    found = re.search(
+        rf'<tr data-room="{re.escape(room)}"[^>]*>(.*?)</tr>', event.data["rooms"], re.S
+    )
+    return re.findall(r'<td class="num">(\d+)', found.group(1))
+
+
+@pytest.mark.slow
+def test_the_stream_sends_the_rooms_and_seats_again_as_seats_join_focus_go_quiet_and_read(
+    store, staff
+):
+    """REGRESSION: only the flow was live; a new seat, a focus, a quiet or a read showed
+    only after a reload. Each step here is a real `salon` command; the stream's next
+    `panes` event shows it."""
+    with staff.stream("GET", STREAM + "?room=team", timeout=stream_timeout()) as response:
+        stream = events(response)
+        first = read_until(stream, lambda got: got[-1].name == "panes")[-1]
+        assert seat_cells(first, MOBILE_SEAT) is None
+
+        def next_panes(claim) -> Event:
+            got = read_until(stream, lambda got: got[-1].name == "panes" and claim(got[-1]))
+            return got[-1]
+
+        mobile(store, "join", "team")
+        joined = next_panes(lambda e: seat_cells(e, MOBILE_SEAT) is not None)
+        assert "live" in seat_cells(joined, MOBILE_SEAT)
+        entries, seats, _ = room_counts(first, "team")
+        assert room_counts(joined, "team")[:2] == [entries, str(int(seats) + 1)]
+
+        mobile(store, "focus", "the offline cache", "--phase", "apply")
+        next_panes(lambda e: "the offline cache [apply]" in seat_cells(e, MOBILE_SEAT))
+
+        mobile(store, "quiet", "--for", "1h")
+        next_panes(lambda e: "quiet until" in seat_cells(e, MOBILE_SEAT))
+
+        send(store, web, "team", "FACT", "the offline cache needs a schema version")
+        next_panes(lambda e: "behind: " in seat_cells(e, MOBILE_SEAT))
+        mobile(store, "inbox", "team")
+        next_panes(lambda e: "reading, caught up" in seat_cells(e, MOBILE_SEAT))
 
 
 # A logged-in user who is not staff (the admin's login form refuses one, so its session
@@ -197,6 +257,74 @@ def test_an_unknown_room_is_named_and_the_busiest_room_shown_instead(client):
     assert "Seats in “team”" in page
 
 
+@pytest.mark.django_db
+def test_the_page_opens_on_the_busiest_room_never_on_an_empty_default_room(client):
+    """REGRESSION: the page opened on the default room nobody had joined ("Nobody is in
+    'salon'") while the agents talked in `team`. Busiest: a room somebody is in, then the
+    newest entry, then the most live seats."""
+    from bus import services
+
+    seed_rows()  # `team` has four seats and two entries; `ops` and `salon` nobody
+    client.login(username="staff", password=PASSWORD)
+    ci = services.seats.check_in(agent="ci")  # a webhook caller: writes, is in no room
+    services.entries.send_entry(seat=ci, room="salon", type="FACT", text="build 812 is green")
+
+    assert "Seats in “team”" in client.get("/admin/live/").content.decode()
+
+    lab = services.seats.check_in(agent="lab", session_id="1ab00000-aaaa-4bbb-8ccc-000000000009")
+    services.rooms.join_room(seat=lab, room="lab", create=True)
+    assert "Seats in “team”" in client.get("/admin/live/").content.decode()  # no entry yet
+    services.entries.send_entry(seat=lab, room="lab", type="FACT", text="the lab is open")
+    assert "Seats in “lab”" in client.get("/admin/live/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_seats_pane_counts_reading_in_one_query_however_many_seats_and_says_capped(
+    monkeypatch,
+):
+    """The panes are drawn again every few seconds while a page is open: their cost must
+    not grow with the seats of the room, and a count stops at the cap and says so."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from bus import services
+    from bus.models import Seat
+
+    monkeypatch.setattr(live, "UNREAD_CAP", 3)
+    seed_rows()
+    web_seat = Seat.objects.get(name=WEB_SEAT)
+    for n in range(4):
+        services.entries.send_entry(seat=web_seat, room="team", type="FACT", text=f"fact {n}")
+    with CaptureQueriesContext(connection) as few:
+        live.panes("team")
+    for n in range(12):
+        seat = services.seats.check_in(agent=f"bot{n}", session_id=f"{n:08x}-aaaa-4bbb-8ccc-1")
+        services.rooms.join_room(seat=seat, room="team")
+    with CaptureQueriesContext(connection) as many:
+        panes = live.panes("team")
+
+    assert len(many) == len(few)
+    rows = {row.name: row for row in panes.seats}
+    assert len(rows) == 16
+    assert rows[API_SEAT].reading_text == "behind: 3+ unread, 2 waking"
+    assert rows[WEB_SEAT].reading_text == "reading, caught up"  # its own entries are read
+    assert rows[OLD_SEAT].reading_text == "gone" and rows[OLD_SEAT].unread is None
+
+
+def test_the_busiest_room_is_one_somebody_is_in_with_the_newest_entry_then_live_seats():
+    def room(name, seats=0, live_=0, last=None):
+        return live.RoomRow(name, 0, last, seats, live_, 0)
+
+    assert live.busiest([]) is None
+    assert live.busiest([room("ops"), room("salon")]) == "ops"  # nobody anywhere: by name
+    newest = "2026-01-02T10:00:00.000Z"
+    assert live.busiest([room("salon", last=newest), room("team", seats=2)]) == "team"
+    older = "2026-01-01T10:00:00.000Z"
+    rows = [room("ops", 1, 1, older), room("team", 3, 0, newest), room("web", 5, 5)]
+    assert live.busiest(rows) == "team"
+    assert live.busiest([room("ops", 1, 1), room("team", 3, 2), room("web", 3, 2)]) == "team"
+
+
 # ---------------------------------------------------------------- read-only
 
 
@@ -238,6 +366,8 @@ def test_every_view_and_action_of_the_live_view_leaves_every_row_of_the_store_un
 
         with staff.stream("GET", STREAM, timeout=stream_timeout()) as response:
             flow = read_until(events(response), is_ready)
+        with staff.stream("GET", STREAM + "?room=ops", timeout=stream_timeout()) as response:
+            read_until(events(response), lambda got: got[-1].name == "panes")  # drawn again
         for entry in flow[:-1]:  # each entry opened in full, as the flow's links do
             assert staff.get(f"/admin/bus/entry/{entry.data['id']}/change/").status_code == 200
         resumed = {"Last-Event-ID": live.encode({})}
@@ -317,6 +447,40 @@ def test_entries_after_positions_come_per_room_in_order_and_a_new_room_from_its_
 
 
 @pytest.mark.django_db
+def test_the_flow_lists_under_wakes_the_seats_send_reported_and_never_a_gone_one():
+    """REGRESSION: the flow listed a gone seat under "wakes" (its ledger row says woken:
+    the entry waits for it), though `send` leaves gone seats out of its `wakes`."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from bus import services
+    from bus.models import Seat
+
+    seed_rows()  # team: web-app and api-service live, docs unknown and quiet, old-tool gone
+    start = live.positions()
+    web_seat = Seat.objects.get(name=WEB_SEAT)
+    report = services.entries.send_entry(
+        seat=web_seat, room="team", type="REQUEST", text="Please review the rotation."
+    )
+    api_seat = Seat.objects.get(name=API_SEAT)
+    asked = services.entries.send_entry(seat=api_seat, room="team", type="QUESTION", text="Who?")
+
+    assert report["wakes"] == [API_SEAT] and asked["wakes"] == [WEB_SEAT]
+    request, question = live.after(start)
+    assert request.data["wakes"] == report["wakes"]
+    assert request.data["waiting"] == [OLD_SEAT]  # the rule woke it; the entry waits for it
+    assert question.data["wakes"] == asked["wakes"]
+
+    # The flow says whom an entry woke when it was stored, whatever became of them since:
+    # old-tool comes back (seen again), api-service goes.
+    Seat.objects.filter(name=OLD_SEAT).update(last_seen=timezone.now())
+    Seat.objects.filter(pk=api_seat.pk).update(last_seen=timezone.now() - timedelta(hours=3))
+    again = [i.data["wakes"] for i in live.recent(live.positions(), limit=2)]
+    assert again == [[API_SEAT], [WEB_SEAT]]
+
+
+@pytest.mark.django_db
 def test_entries_of_one_millisecond_in_two_rooms_come_and_look_back_in_the_order_written(
     monkeypatch,
 ):
@@ -375,9 +539,10 @@ async def test_a_quiet_stream_sends_a_keep_alive_comment(monkeypatch):
     try:
         start = await talk.receive_output(5)
         assert start["status"] == 200
-        chunks = [(await talk.receive_output(5))["body"] for _ in range(2)]
+        chunks = [(await talk.receive_output(5))["body"] for _ in range(3)]
         assert chunks[0].startswith(b"id: p1;\nevent: ready\n")  # an empty store
-        assert chunks[1] == b": keep-alive\n\n"
+        assert chunks[1].startswith(b"event: panes\n")  # the rooms and seats, as they are
+        assert chunks[2] == b": keep-alive\n\n"
     finally:
         await talk.send_input({"type": "http.disconnect"})
         await talk.wait(5)

@@ -13,12 +13,14 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
-from tests.claude_kit import API_SEAT, WEB_SEAT, api, send, web
-from tests.live_kit import DOCS_SEAT, OLD_SEAT, PASSWORD, seed
-from tests.support import REPO, Daemon
+from tests.claude_kit import API_SEAT, WEB_SEAT, api, ok, salon, send, web
+from tests.live_kit import DOCS_SEAT, DOCS_SESSION, OLD_SEAT, PASSWORD, seed
+from tests.support import REPO, Daemon, dump_store
 from tests.test_browser import CHROMIUM, sync_playwright
 
 if sync_playwright is not None:
@@ -100,8 +102,10 @@ def test_the_live_view_shows_three_cli_entries_within_a_second_with_their_wake_m
         expect(question).to_contain_text(f"{WEB_SEAT}")
         expect(question).to_contain_text("to api-service")
         expect(fact.locator(".salon-wake")).to_have_count(0)
-        expect(request.locator(".salon-wake")).to_have_text(
-            [f"→ wakes {OLD_SEAT}", f"→ wakes {WEB_SEAT}"]
+        # old-tool is gone: `send` does not list it, the flow neither; the entry waits for it
+        expect(request.locator(".salon-wake")).to_have_text([f"→ wakes {WEB_SEAT}"])
+        expect(request.locator(".salon-waiting")).to_have_text(
+            f"(gone, the entry waits for: {OLD_SEAT})"
         )
         expect(request.locator(".salon-quieted")).to_have_text(f"(quiet: {DOCS_SEAT})")
         # the time in the browser's zone, UTC on hover
@@ -132,3 +136,144 @@ def test_the_live_view_shows_three_cli_entries_within_a_second_with_their_wake_m
         browser.close()
     assert errors == []
     assert elsewhere == []
+
+
+@contextmanager
+def live_page(daemon, *, width: int = 1400) -> Iterator:
+    """Chromium logged in as staff, on /admin/live/ with its flow live; page errors fail."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport={"width": width, "height": 960}, locale="en-GB")
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(daemon.url + "/admin/login/?next=/admin/live/")
+        page.fill("#id_username", "staff")
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        expect(page.locator("#salon-flow-status")).to_have_attribute("data-state", "live")
+        yield page
+        browser.close()
+    assert errors == []
+
+
+MOBILE_SEAT = "mobile#0b11e000"
+
+
+def mobile(store, *args):
+    return ok(salon(store, *args, agent="mobile", session="0b11e000-aaaa-4bbb-8ccc-000000000005"))
+
+
+def test_the_rooms_and_seats_panes_follow_the_bus_without_a_reload(server):
+    """REGRESSION: only the flow was live: a seat that joined, a focus, a quiet, a read
+    or a seat coming back showed only after a reload. The page also opened on the empty
+    default room: it opens on `team`, where the seats and the entries are."""
+    daemon, store = server
+    with live_page(daemon) as page:
+        expect(page.locator("#salon-seats h2")).to_have_text("Seats in “team”")
+        expect(page.locator("#salon-rooms tr.selected")).to_have_attribute("data-room", "team")
+        page.evaluate("window.notReloaded = true")
+        seats = page.locator("#salon-seats")
+        team = page.locator('#salon-rooms tr[data-room="team"] td')
+        expect(team.nth(2)).to_have_text("4")  # seats
+        deadline = {"timeout": 10_000}  # the panes are drawn again every 2 s at the latest
+
+        mobile(store, "join", "team")
+        row = seats.locator(f'tr[data-seat="{MOBILE_SEAT}"]')
+        expect(row).to_contain_text("live", **deadline)
+        expect(team.nth(2)).to_have_text("5", **deadline)
+
+        mobile(store, "focus", "the offline cache", "--phase", "apply")
+        expect(row).to_contain_text("the offline cache [apply]", **deadline)
+        mobile(store, "quiet", "--for", "1h")
+        expect(row).to_contain_text("quiet until", **deadline)
+
+        api_row = seats.locator(f'tr[data-seat="{API_SEAT}"]')
+        expect(api_row).to_contain_text("behind: 2 unread")
+        ok(api(store, "inbox", "team"))
+        expect(api_row).to_contain_text("reading, caught up", **deadline)
+
+        docs_row = seats.locator(f'tr[data-seat="{DOCS_SEAT}"]')
+        expect(docs_row.locator(".salon-live")).to_have_text("?")  # unknown: seen 10 min ago
+        ok(salon(store, "peek", "team", agent="docs", session=DOCS_SESSION))
+        expect(docs_row.locator(".salon-live")).to_have_text("live", **deadline)
+
+        send(store, web, "team", "FACT", "the cache schema is versioned now")
+        expect(team.nth(1)).to_have_text("3", **deadline)  # entries
+        expect(api_row).to_contain_text("behind: 1 unread", **deadline)
+        assert page.evaluate("window.notReloaded") is True
+        # the times swapped in are shown in the browser's zone, as on the first draw
+        seen = row.locator("time").first
+        expect(seen).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$"))
+        assert seen.get_attribute("title").startswith("UTC ")
+        flow_time = page.locator("#salon-flow-rows li[data-id] time").first  # left as it was
+        expect(flow_time).to_have_text(re.compile(r"^\d\d:\d\d:\d\d$"))
+
+
+def test_the_pager_keys_move_search_filter_open_and_help_but_not_while_typing(server):
+    daemon, store = server
+    send(store, api, "team", "FACT", "Staging is down for the database upgrade.")
+    send(store, web, "team", "QUESTION", "Who rotates the staging keys?", "--to", "api-service")
+    with live_page(daemon) as page:
+        rows = page.locator("#salon-flow-rows li[data-id]")
+        expect(rows).to_have_count(4)  # newest first: QUESTION, FACT, REQUEST, QUESTION
+        before = dump_store(store)  # logged in and drawn: from here on, only keys
+        cursor = page.locator("#salon-flow-rows li.salon-cursor")
+        expect(cursor).to_have_count(0)
+
+        page.keyboard.press("j")
+        expect(cursor).to_contain_text("Who rotates the staging keys?")
+        page.keyboard.press("j")
+        page.keyboard.press("j")
+        expect(cursor).to_contain_text("Please rotate the staging keys.")
+        page.keyboard.press("k")
+        expect(cursor).to_contain_text("Staging is down")
+
+        page.keyboard.press("Enter")  # opens it in full, with its signature check
+        expect(cursor.locator(".salon-flow-full")).to_be_visible()
+        expect(cursor.locator(".salon-flow-full")).to_contain_text("✓ signature valid")
+        page.keyboard.press("Enter")
+        expect(cursor.locator(".salon-flow-full")).to_be_hidden()
+
+        buttons = page.locator("#salon-flow-filters button[data-filter].selected")
+        visible = rows.filter(visible=True)
+        page.keyboard.press("f")  # waking only
+        expect(buttons).to_have_text("waking only")
+        expect(visible).to_have_count(3)
+        page.keyboard.press("f")  # QUESTION
+        expect(buttons).to_have_text("QUESTION")
+        expect(visible).to_have_count(2)
+        for _ in range(4):  # ANSWER, FACT, REQUEST, and round to all
+            page.keyboard.press("f")
+        expect(buttons).to_have_text("all")
+        expect(visible).to_have_count(4)
+
+        page.keyboard.press("/")
+        search = page.locator("#salon-flow-search")
+        expect(search).to_be_focused()
+        page.keyboard.type("rotate jkf?")  # keys typed into the field are only text
+        expect(search).to_have_value("rotate jkf?")
+        expect(buttons).to_have_text("all")
+        expect(cursor).to_contain_text("Staging is down")
+        expect(page.locator("#salon-help")).to_be_hidden()
+        expect(visible).to_have_count(0)
+        search.fill("")
+        page.keyboard.type("rotate")
+        expect(visible).to_have_count(2)
+        page.keyboard.press("Enter")  # keeps the search, leaves the field
+        expect(search).not_to_be_focused()
+        page.keyboard.press("j")
+        expect(cursor).to_contain_text("Who rotates the staging keys?")
+        page.keyboard.press("/")
+        page.keyboard.press("Escape")  # clears it
+        expect(search).to_have_value("")
+        expect(visible).to_have_count(4)
+
+        page.keyboard.press("?")
+        expect(page.locator("#salon-help")).to_be_visible()
+        expect(page.locator("#salon-help")).to_contain_text("the next filter")
+        page.keyboard.press("Escape")
+        expect(page.locator("#salon-help")).to_be_hidden()
+        assert dump_store(store) == before  # every row as it was: the keys only read

@@ -888,3 +888,74 @@ def test_the_stats_page_in_a_real_browser(salon_with_a_day_of_traffic, env):
     assert document["totals"]["wakeUps"]["pushed"] > 0
     assert document["totals"]["wakeUps"]["announced"] > 0
     assert document["totals"]["wakeUps"]["turnsHeld"] > 0
+
+
+# Three rooms of seats with long names, entries long enough for five-digit character
+# counts: every column of both tables holds what a busy day puts there.
+WIDE_SEED = r"""
+import django
+django.setup()
+from bus import services
+
+rooms = {"team": ["web-app", "api-service", "docs"], "ops": ["deploy-bot", "api-service"],
+         "research": ["notebook", "paper-bot"]}
+seats = {}
+for room, agents in rooms.items():
+    services.rooms.create_room(name=room)
+    for agent in agents:
+        seats.setdefault(agent, services.seats.check_in(
+            agent=agent, session_id=f"{len(seats) + 1:04x}c0de-aaaa-4bbb-8ccc-0001"))
+        services.rooms.join_room(seat=seats[agent], room=room)
+for n in range(12):
+    for room, agents in rooms.items():
+        sender = seats[agents[n % len(agents)]]
+        kind = "QUESTION" if n % 3 == 0 else "FACT"
+        services.entries.send_entry(
+            seat=sender, room=room, type=kind, text=f"Report {n}. " + "Schema change. " * 120)
+for room, agents in rooms.items():
+    for agent in agents:
+        services.reading.read_inbox(seat=seats[agent], room=room, limit=50)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sync_playwright is None, reason="the playwright package is not installed")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium binary (apt-get install chromium, or set SALON_CHROMIUM)"
+)
+def test_the_per_room_and_per_seat_tables_are_no_wider_than_their_header_bars(
+    daemon, env, tmp_path
+):
+    """REGRESSION: at 1400 pixels the per-room and per-seat tables ran past the right end
+    of their modules' header bars (their number columns refused to wrap their headings).
+    Measured in a real browser at the widths a laptop and a desktop show."""
+    make_staff(env, PASSWORD)
+    run_django_script(env, WIDE_SEED, tmp_path)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(daemon.url + "/admin/login/?next=/admin/stats/")
+        page.fill("#id_username", "staff")
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        expect(page.locator("#salon-stats-seats tbody tr")).to_have_count(7)
+        for width in (1280, 1400, 1600):
+            page.set_viewport_size({"width": width, "height": 900})
+            for table in ("#salon-stats-rooms", "#salon-stats-seats"):
+                sizes = page.locator(table).evaluate(
+                    """table => {
+                        const bar = table.closest(".module").querySelector("h2");
+                        const t = table.getBoundingClientRect(), h = bar.getBoundingClientRect();
+                        return {table: [t.left, t.right], bar: [h.left, h.right],
+                                scroll: table.scrollWidth, client: table.clientWidth};
+                    }"""
+                )
+                assert sizes["table"][0] >= sizes["bar"][0] - 0.5, (width, table, sizes)
+                assert sizes["table"][1] <= sizes["bar"][1] + 0.5, (width, table, sizes)
+                assert sizes["scroll"] <= sizes["client"] + 1, (width, table, sizes)
+            page.screenshot(path=str(ARTIFACTS / f"admin-stats-{width}.png"), full_page=True)
+        browser.close()

@@ -33,22 +33,34 @@ class EntryChangeList(ChangeList):
     The FilterSet's parameters are taken out of what the admin parses as field lookups
     (it would refuse them), and the admin's own ones (`p`, `o`) stay as they are, so
     every pagination and sorting link carries the filters along.
+
+    Any other parameter is no filter of this page. The admin would read it as a field
+    lookup and, for a name that is no field (`?ts_from=`), redirect to `?e=1`: the whole
+    list, as if the filter had been applied. Instead the page names it with the known
+    ones (`unknown_params`, EntryFilter.unknown_parameter_notes) and lists nothing, as for
+    a filter value that is not valid.
     """
+
+    unknown_params: list[str] = []
 
     def get_filters_params(self, params=None):
         lookup = super().get_filters_params(params)
         for name in EntryFilter.base_filters:
             lookup.pop(name, None)
-        return lookup
+        self.unknown_params = sorted(lookup)
+        return {}
 
     def get_queryset(self, request, exclude_parameters=None):
         queryset = super().get_queryset(request, exclude_parameters)
         self.entry_filter = EntryFilter(request.GET, queryset=queryset)
         self.has_filters = True  # the page has a filter panel (ours)
-        self.has_active_filters = bool(self.entry_filter.active)
-        if not self.entry_filter.is_valid():
+        self.has_active_filters = bool(self.entry_filter.active or self.unknown_params)
+        if self.unknown_params or not self.entry_filter.is_valid():
             return queryset.none()
         return self.entry_filter.qs
+
+    def unknown_parameter_notes(self) -> list[str]:
+        return EntryFilter.unknown_parameter_notes(self.unknown_params)
 
 
 @admin.register(Entry)

@@ -281,6 +281,18 @@ class EntryFilter(django_filters.FilterSet):
             notes.append(f"nobody on the bus was ever called {name!r}{hint}")
         return notes
 
+    @classmethod
+    def unknown_parameter_notes(cls, names: list[str]) -> list[str]:
+        """For each parameter that is no filter here: its name, and the closest filter."""
+        import difflib  # here: only a mistyped URL needs it
+
+        notes = []
+        for name in names:
+            guess = difflib.get_close_matches(name.lower(), list(cls.base_filters), n=1)
+            hint = f"; did you mean {guess[0]}?" if guess else ""
+            notes.append(f"unknown filter parameter {name[:64]!r}{hint}")
+        return notes
+
     @property
     def active(self) -> dict[str, str]:
         """The filters in use, as given (for the page's summary)."""

@@ -363,6 +363,7 @@ def _decide(
                 reason=decision.reason,
                 decided_at=at,
                 listener=reader.listener(at, liveness),
+                gone=liveness == rules.GONE,
             )
         )
         if decision.woken:

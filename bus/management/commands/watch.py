@@ -4,7 +4,8 @@ until Ctrl-C:
     14:02:11 team QUESTION web-app#3f9c1a20 → api-service (wakes api-service#c4e1aa01): "…"
 
 The time is the terminal's local time; `→` names the addressees (none: a broadcast);
-`(wakes …)` marks the seats the entry is a claim on (the wake rule, as recorded when it was stored).
+`(wakes …)` marks the seats it woke, as `send` named them when it was stored; `(waits for …:
+gone)` the seats the rule woke that were gone then, which the entry waits for.
 
 It reads the store itself, with the listener the daemon and `salon wait` use
 (bus.bell.Listener: on SQLite PRAGMA data_version, on PostgreSQL LISTEN), so it works
@@ -39,11 +40,12 @@ def format_line(entry: dict) -> str:
     when = datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")).astimezone()
     to = f" → {', '.join(entry['to'])}" if entry["to"] else ""
     wakes = f" (wakes {', '.join(entry['wakes'])})" if entry["wakes"] else ""
+    waits = f" (waits for {', '.join(entry['waiting'])}: gone)" if entry["waiting"] else ""
     quiet = f" (quiet: {', '.join(entry['quieted'])})" if entry["quieted"] else ""
     tampered = " TAMPERED (its signature does not match)" if entry["tampered"] else ""
     return (
-        f"{when:%H:%M:%S} {entry['room']} {entry['type']} {entry['from']}{to}{wakes}{quiet}"
-        f'{tampered}: "{clip(entry["content"])}"'
+        f"{when:%H:%M:%S} {entry['room']} {entry['type']} {entry['from']}{to}{wakes}{waits}"
+        f'{quiet}{tampered}: "{clip(entry["content"])}"'
     )
 
 
