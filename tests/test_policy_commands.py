@@ -300,3 +300,42 @@ def test_check_and_explain_answered_by_a_running_server_read_the_callers_project
     finally:
         server.stdin.close()
         server.wait(15)
+
+
+# ---------------------------------------------------------------- what the wiring calls
+
+
+@pytest.mark.django_db
+def test_a_request_to_an_agent_is_decided_and_served_by_two_calls(web):
+    """What send will call: the receiving agent's verdict (services.requests.evaluate),
+    then, to serve, the runner in the recorded project."""
+    from django.conf import settings
+
+    from bus import services
+    from relay import runner
+
+    services.seats.record_root(agent="web-app", root=str(web))
+    verdict = services.requests.evaluate(agent="web-app", key="status:db", writer="consumer-b#1")
+    assert (verdict.verdict, verdict.argv) == ("serve", ("scripts/status.sh", "db"))
+    served = runner.serve(
+        verdict.argv,
+        root=services.requests.root_of("web-app"),
+        key="status:db",
+        asker="consumer-b#1",
+        timeout=settings.SERVE_TIMEOUT,
+    )
+    assert (served.status, served.output) == ("ok", "db is up\n")
+    assert (web / "ran").exists()
+
+
+@pytest.mark.django_db
+def test_a_working_directory_that_is_no_absolute_path_records_nothing(web):
+    from bus import services
+    from bus.models import Agent
+
+    services.seats.record_root(agent="web-app", root=str(web))
+    for odd in ("relative/dir", "", "/tmp/a\nb", "/" + "x" * 5000):
+        services.seats.record_root(agent="web-app", root=odd)
+    assert Agent.objects.get(name="web-app").root == str(web)
+    services.seats.record_root(agent="web-app", root=f"{web}/./sub/..")
+    assert Agent.objects.get(name="web-app").root == str(web)

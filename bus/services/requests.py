@@ -110,14 +110,14 @@ def program_path(root: str, program: str, search_path: str) -> str:
 # --- the commands: `salon policy explain` and `salon policy check` ----------------
 
 
-def explain(*, agent: str, key: str, writer: str, now: datetime | None = None) -> dict:
+def explain(*, agent: str, key: str, writer: str) -> dict:
     """What the agent's policy decides for a request of `writer` with `key`, and why;
     nothing is run."""
     agent = rules.validate_name(agent, "agent")
     writer = rules.validate_name(writer, "writer")
     root = root_of(agent)
     found = read_policy(root) if root else None
-    verdict = policy.evaluate(key, writer, found, now or timezone.now())
+    verdict = policy.evaluate(key, writer, found, timezone.now())
     return {
         "agent": agent,
         "key": key,
@@ -132,7 +132,7 @@ def explain(*, agent: str, key: str, writer: str, now: datetime | None = None) -
     }
 
 
-def check(*, path: str, now: datetime | None = None, environ=None) -> dict:
+def check(*, path: str) -> dict:
     """Lint a policy file: `path` is a project directory (its .agent-salon/policy.toml) or
     the file itself. Every problem, each with its line: what makes the policy invalid
     (bus.policy.parse), what bus.policy.lint finds, and each serve program that
@@ -159,10 +159,9 @@ def check(*, path: str, now: datetime | None = None, environ=None) -> dict:
             "grants": 0,
             "problems": _shaped([policy.Problem(None, text)]),
         }
-    problems = [*found.problems, *policy.lint(found, (now or timezone.now()).date())]
-    search_path = policy.serve_environment(
-        os.environ if environ is None else environ, key="", asker=""
-    )["PATH"]
+    problems = [*found.problems, *policy.lint(found, timezone.now().date())]
+    # The PATH a serve command would run with: that of this process, which serves it.
+    search_path = policy.serve_environment(os.environ, key="", asker="")["PATH"]
     for grant in found.grants:
         if grant.serve is None:
             continue
