@@ -214,3 +214,21 @@ def test_the_serve_timeout_is_a_known_setting_of_10_seconds():
     assert read({"AGENT_SALON_SERVE_TIMEOUT": "3"}).serve_timeout == 3
     with pytest.raises(ConfigError, match="AGENT_SALON_SERVE_TIMEOUT"):
         read({"AGENT_SALON_SERVE_TIMEOUT": "0"})
+
+
+def test_a_bare_name_is_looked_up_on_the_absolute_entries_of_path_only(project, monkeypatch):
+    """A "." in the server's PATH would find a program in whatever directory it runs in."""
+    planted = project / "planted-probe"
+    planted.write_text("#!/bin/sh\necho planted\n")
+    planted.chmod(0o755)
+    monkeypatch.chdir(project)
+    served = runner.serve(
+        ["planted-probe"],
+        root=str(project),
+        key="status:db",
+        asker=ASKER,
+        timeout=10,
+        environ=dict(SERVER, PATH=f".:{SERVER['PATH']}"),
+    )
+    assert served.status == runner.FAILED and served.output == ""
+    assert served.reason.startswith('the serve program "planted-probe" is not on PATH')

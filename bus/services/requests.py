@@ -89,7 +89,9 @@ def program_path(root: str, program: str, search_path: str) -> str:
     if outside:
         raise RuleError(f"the serve program {shown} {outside}")
     if "/" not in program:
-        found = shutil.which(program, path=search_path)
+        # Only absolute PATH entries: a "." would look in whatever directory this is.
+        absolute = [entry for entry in search_path.split(os.pathsep) if os.path.isabs(entry)]
+        found = shutil.which(program, path=os.pathsep.join(absolute))
         if found is None:
             raise RuleError(f"the serve program {shown} is not on PATH ({search_path})")
         return found
