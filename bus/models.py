@@ -66,6 +66,12 @@ class Agent(models.Model):
     name = models.CharField(max_length=64, unique=True)
     host = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # The project directory the agent's sessions run in, where its policy for requests is
+    # (bus.services.requests): recorded by `salon install` and at each session start
+    # (services.seats.record_root). Null: never recorded (a remote agent, a cron writer).
+    # Nullable so that adding it alters the table in place: SQLite's schema editor would
+    # rebuild it for a NOT NULL column, dropping the roster triggers (RosterStamp).
+    root = models.TextField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -50,6 +50,8 @@ KNOWN = {
     "AGENT_SALON_TRIAGE_TIMEOUT": "10",
     "AGENT_SALON_TRIAGE": "on",
     "AGENT_SALON_SAFETY_NET": "on",
+    # cross-project requests: seconds a policy's serve command may run (relay.runner)
+    "AGENT_SALON_SERVE_TIMEOUT": "10",
     # relay mode (`salon relay serve`, docs/RELAY.md): the secret is the one required value
     "AGENT_SALON_RELAY_SECRET": "",
     "AGENT_SALON_RELAY_RETENTION_HOURS": "168",
@@ -175,6 +177,7 @@ def read(values: Mapping[str, str]) -> SimpleNamespace:
         triage_timeout=cfg.integer("AGENT_SALON_TRIAGE_TIMEOUT", minimum=1, maximum=600),
         triage_letterbox=cfg.flag("AGENT_SALON_TRIAGE"),
         triage_net=cfg.flag("AGENT_SALON_SAFETY_NET"),
+        serve_timeout=cfg.integer("AGENT_SALON_SERVE_TIMEOUT", minimum=1, maximum=600),
     )
     if result.relay_secret and len(result.relay_secret) < MIN_RELAY_SECRET_CHARS:
         raise ConfigError(

@@ -142,6 +142,8 @@ try:
     # The letterbox and the safety net (bus.services.triage): off without a command.
     TRIAGE_CMD, TRIAGE_TIMEOUT = _read.triage_cmd, _read.triage_timeout
     TRIAGE_LETTERBOX, TRIAGE_NET = _read.triage_letterbox, _read.triage_net
+    # Seconds a policy's serve command may run for a request (relay.runner).
+    SERVE_TIMEOUT = _read.serve_timeout
     _cfg = Settings(_values)
     _where = locate(_values)
     DB_PATH = Path(_where.db_path or os.path.join(_where.data_dir, DB_NAME))

@@ -150,6 +150,15 @@ def _token(call: Call):
     return [t for t in services.tokens.list_tokens() if label in (None, t["label"])]
 
 
+def _policy(call: Call) -> dict:
+    a = call.args
+    if a["action"] == "check":
+        return services.requests.check(path=a["path"])
+    return services.requests.explain(
+        agent=a["agent"], key=a["key"], writer=a.get("writer") or call.caller.get("agent") or ""
+    )
+
+
 OPS.update(
     {
         "send": _send,
@@ -184,6 +193,7 @@ OPS.update(
             days=call.args.get("days", 7), dry_run=bool(call.args.get("dry_run"))
         ),
         "token": _token,
+        "policy": _policy,
         "stats": lambda call: stats.report(
             rooms=call.args.get("rooms") or [],
             since=call.args.get("since") or "24h",

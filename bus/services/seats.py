@@ -82,6 +82,19 @@ def _find_or_make_seat(agent: str, session_id: str | None, host: str, at) -> Sea
     return seat
 
 
+def record_root(*, agent: str, root: str) -> None:
+    """Record where the agent's project is (`salon install` there, or a session start
+    with that working directory); the last one recorded wins. A path that is not a usable
+    directory name (bus.rules.project_root) records nothing."""
+    agent = rules.validate_name(agent, "agent")
+    root = rules.project_root(root)
+    if root is None:
+        return
+    row, created = Agent.objects.get_or_create(name=agent, defaults={"root": root})
+    if not created and row.root != root:
+        Agent.objects.filter(pk=row.pk).update(root=root)
+
+
 def find_seat(*, agent: str, session_id: str | None) -> Seat | None:
     """The seat check_in gives (agent, session id), if it exists already; makes nothing.
     For the transports that must not make a seat of their own: a stream opened, a stdio

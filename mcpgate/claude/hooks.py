@@ -142,6 +142,8 @@ def _run(ctx: HookContext):
         services.seats.touch(seat=seat, min_interval=timedelta(seconds=BEAT_SECONDS))
         seat.refresh_from_db(fields=["last_seen"])
     if ctx.kind == "session-start":
+        # Where the project is: its policy for requests is read there.
+        services.seats.record_root(agent=ctx.agent, root=ctx.cwd)
         output = session_start(seat, ctx)
     elif ctx.kind == "stop":
         output = None if ctx.headless else stop(seat, ctx)

@@ -120,7 +120,9 @@ class Verb:
         """The operation's JSON arguments (raise UsageError for a bad combination)."""
         return {}
 
-    def show(self, result, options: argparse.Namespace, out: Output) -> None:
+    def show(self, result, options: argparse.Namespace, out: Output) -> int | None:
+        """Print the answer; a verb whose answer is a verdict on something (`policy
+        check`) returns its exit status."""
         raise NotImplementedError
 
 
@@ -136,9 +138,9 @@ def add_json_flag(parser: Parser) -> None:
 
 
 def _table() -> dict[str, Verb]:
-    from bus.management.verbs import messages, presence, rooms, upkeep
+    from bus.management.verbs import messages, policy, presence, rooms, upkeep
 
-    verbs = [*messages.VERBS, *presence.VERBS, *rooms.VERBS, *upkeep.VERBS]
+    verbs = [*messages.VERBS, *presence.VERBS, *rooms.VERBS, *upkeep.VERBS, *policy.VERBS]
     return {verb.name: verb for verb in verbs}
 
 
@@ -211,10 +213,10 @@ def run(argv: list[str], *, caller: dict, answer: Answer, out: Output | None = N
         out.note(f"{prefix}: {one_line(reply['refusal'])}")
         return int(reply.get("status", 1))
     try:
-        verb.show(reply["result"], options, out)
+        status = verb.show(reply["result"], options, out)
     except BrokenPipeError:
         return 1  # the reader went away (`salon history team | head`): nothing left to say
-    return 0
+    return status or 0
 
 
 def one_line(text: object) -> str:

@@ -33,6 +33,11 @@ def name_arg(value: str) -> str:
     return _name(value, "label")
 
 
+def agent_arg(value: str) -> str:
+    _not_a_flag(value, "agent")
+    return _name(value, "agent")
+
+
 def sender_arg(value: str) -> str:
     return _name(value, "sender")
 

@@ -8,7 +8,9 @@ else the directory's name):
   merge rules: every other hook is kept, ours are updated in place);
 * the MCP server `agent-salon`, stdio (`salon mcp`) or HTTP (--http URL);
 * `.claude/skills/salon/SKILL.md`: the protocol with this project's commands;
-* the rooms (created if missing) and the store's migrations (applied if pending).
+* the rooms (created if missing) and the store's migrations (applied if pending);
+* the project's directory, recorded for the agent: its policy for requests from other
+  projects is read there (bus.services.requests).
 
 Where the hooks and the server go depends on whether the commands can name nothing of
 this machine. With this installation's `salon` on PATH and the default store (the data
@@ -294,6 +296,10 @@ class Command(BusCommand):
         pending, room_states = self.store_state(rooms)
         if not dry_run:
             self.write(plans, project, rooms, room_states, pending)
+            from bus import services
+
+            # Where the project is: its policy for requests is read there.
+            services.seats.record_root(agent=agent, root=str(project))
         self.report(agent, project, rooms, plans, room_states, pending, http, dry_run, why=why)
 
     def plan(self, project, portable, env, argv, mcp_entry, *, http, replace) -> list[Planned]:
