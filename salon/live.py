@@ -3,8 +3,9 @@
 The page (bus.admin.live) opens it with an EventSource. What it sends:
 
 * `event: entry`, data = the entry as bus.wire.live_entry shows it (who it wakes, whose
-  quiet held it back, the gone seats it waits for), id = the positions after it (bus.live.encode). A first connection
-  gets the newest bus.live.BACKLOG entries first (no id: they are the past).
+  quiet held it back, the gone seats it waits for), id = the positions after it
+  (bus.live.encode). A first connection gets the newest bus.live.BACKLOG entries first
+  (no id: they are the past).
 * A reconnect with `Last-Event-ID` resumes after those positions: everything stored
   meanwhile, unless it is more than bus.live.REPLAY_LIMIT entries — then one
   `event: gap` counts them (the history page has them) and the flow goes on from now.
