@@ -247,6 +247,126 @@ def _coverage(window: Window) -> dict:
     }
 
 
+class _Tallies:
+    """The tallies of one report: one per room, and one per seat in a room when asked."""
+
+    def __init__(self, window: Window, *, seats: bool):
+        self.window = window
+        self.seats = seats
+        self.per_room: dict[int, _Tally] = {}
+        self.per_seat: dict[tuple[int, str], _Tally] = {}
+
+    def of(self, row: dict) -> list[_Tally]:
+        """The room's tally, then the seat's when seats are counted."""
+        tallies = [self.per_room.setdefault(row["room_id"], _Tally())]
+        if self.seats:
+            tallies.append(self.per_seat.setdefault((row["room_id"], row["seat_name"]), _Tally()))
+        return tallies
+
+    def count_entries(self) -> None:
+        """How many entries each room got."""
+        query = self.window.of(Entry.objects, "ts").values("room_id")
+        for row in query.annotate(n=Count("id")).order_by():
+            self.per_room.setdefault(row["room_id"], _Tally()).entries = row["n"]
+
+    def count_wake_ledger(self) -> None:
+        """Who was woken, who was told and how, what triage made of it."""
+        group = ["room_id", "reason", "woken"] + (["seat_name"] if self.seats else [])
+        told_by = {
+            key: Count("id", filter=Q(told_by__in=tellers)) for key, tellers in TOLD_BY.items()
+        }
+        rows = (
+            self.window.of(WakeDecision.objects, "decided_at")
+            .values(*group)
+            .annotate(
+                n=Count("id"),
+                pushed=Count("id", filter=Q(pushed_at__isnull=False)),
+                **told_by,
+                told=Count("id", filter=TOLD),
+                no_session=Count("id", filter=NO_SESSION),
+                **{key: Count("id", filter=q) for key, q in TRIAGE.items()},
+            )
+            .order_by()
+        )
+        for row in rows:
+            for index, tally in enumerate(self.of(row)):
+                for key in TRIAGE:
+                    tally.triage[key] += row[key]
+                # A net row is a judgement of a decision send already counted (DecisionCount).
+                if index == 0 and row["reason"] != rules.NET:
+                    tally.decide(row["reason"], row["n"])
+                if row["reason"] == "quiet":
+                    tally.quieted += row["n"]
+                if row["woken"]:
+                    _count_wake_up(tally.wake_ups, row)
+
+    def count_send_decisions(self) -> None:
+        """The decisions send made without a ledger row (DecisionCount)."""
+        rows = (
+            self.window.of(DecisionCount.objects, "decided_at")
+            .values("room_id", "reason")
+            .annotate(n=Sum("count"))
+            .order_by()
+        )
+        for row in rows:
+            self.per_room.setdefault(row["room_id"], _Tally()).decide(row["reason"], row["n"])
+
+    def count_reading(self) -> None:
+        """What was read, how much of it, and how much was clipped."""
+        sums = {
+            "reads": Sum("reads"),
+            "entries": Sum("entries"),
+            "chars": Sum("chars"),
+            "clipped": Sum("clipped"),
+            "charsHeldBack": Sum("chars_held_back"),
+        }
+        group = ["room_id"] + (["seat_name"] if self.seats else [])
+        rows = (
+            self.window.of(ReadCount.objects, "hour", whole_hours=True)
+            .values(*group)
+            .annotate(**sums)
+            .order_by()
+        )
+        for row in rows:
+            for tally in self.of(row):
+                for key in sums:
+                    tally.reading[key] += row[key] or 0
+
+    def rooms_and_totals(self) -> tuple[list[dict], dict]:
+        """Each room's numbers (by name, seats inside), and the sum over them."""
+        for room in self.window.rooms:  # a room asked for by name is listed, even with nothing
+            self.per_room.setdefault(room.pk, _Tally())
+        names = dict(Room.objects.filter(pk__in=self.per_room).values_list("pk", "name"))
+        existing = set()
+        if self.seats:
+            named = {seat for _, seat in self.per_seat}
+            existing = set(Seat.objects.filter(name__in=named).values_list("name", flat=True))
+        listed, totals = [], _Tally()
+        for room_id in sorted(self.per_room, key=lambda pk: names[pk]):
+            tally = self.per_room[room_id]
+            totals.add(tally)
+            item = tally.room_dict(names[room_id])
+            if self.seats:
+                item["seats"] = [
+                    self.per_seat[key].seat_dict(key[1], forgotten=key[1] not in existing)
+                    for key in sorted(k for k in self.per_seat if k[0] == room_id)
+                ]
+            listed.append(item)
+        summed = totals.room_dict("")
+        del summed["room"]
+        return listed, summed
+
+
+def _count_wake_up(wake: dict, row: dict) -> None:
+    wake["decided"] += row["n"]
+    wake["told"] += row["told"]
+    wake["pushed"] += row["pushed"]
+    for key in TOLD_BY:
+        wake[key] += row[key]
+    wake["notTold"] += row["n"] - row["told"]
+    wake["reachedNoSession"] += row["no_session"]
+
+
 def report(
     *,
     rooms: Sequence[str] = (),
@@ -271,107 +391,12 @@ def report(
     }
     if ledger["empty"]:
         return document
-
-    per_room: dict[int, _Tally] = {}
-    per_seat: dict[tuple[int, str], _Tally] = {}
-
-    def room_tally(room_id: int) -> _Tally:
-        return per_room.setdefault(room_id, _Tally())
-
-    def seat_tally(room_id: int, seat: str) -> _Tally:
-        return per_seat.setdefault((room_id, seat), _Tally())
-
-    for row in window.of(Entry.objects, "ts").values("room_id").annotate(n=Count("id")).order_by():
-        room_tally(row["room_id"]).entries = row["n"]
-
-    group = ["room_id", "reason", "woken"] + (["seat_name"] if seats else [])
-    for row in (
-        window.of(WakeDecision.objects, "decided_at")
-        .values(*group)
-        .annotate(
-            n=Count("id"),
-            pushed=Count("id", filter=Q(pushed_at__isnull=False)),
-            **{key: Count("id", filter=Q(told_by__in=tellers)) for key, tellers in TOLD_BY.items()},
-            told=Count("id", filter=TOLD),
-            no_session=Count("id", filter=NO_SESSION),
-            **{key: Count("id", filter=q) for key, q in TRIAGE.items()},
-        )
-        .order_by()
-    ):
-        tallies = [room_tally(row["room_id"])]
-        if seats:
-            tallies.append(seat_tally(row["room_id"], row["seat_name"]))
-        for index, tally in enumerate(tallies):
-            for key in TRIAGE:
-                tally.triage[key] += row[key]
-            # A net row is a judgement of a decision send already counted (DecisionCount).
-            if index == 0 and row["reason"] != rules.NET:
-                tally.decide(row["reason"], row["n"])
-            if row["reason"] == "quiet":
-                tally.quieted += row["n"]
-            if not row["woken"]:
-                continue
-            wake = tally.wake_ups
-            wake["decided"] += row["n"]
-            wake["told"] += row["told"]
-            wake["pushed"] += row["pushed"]
-            for key in TOLD_BY:
-                wake[key] += row[key]
-            wake["notTold"] += row["n"] - row["told"]
-            wake["reachedNoSession"] += row["no_session"]
-
-    for row in (
-        window.of(DecisionCount.objects, "decided_at")
-        .values("room_id", "reason")
-        .annotate(n=Sum("count"))
-        .order_by()
-    ):
-        room_tally(row["room_id"]).decide(row["reason"], row["n"])
-
-    sums = {
-        "reads": Sum("reads"),
-        "entries": Sum("entries"),
-        "chars": Sum("chars"),
-        "clipped": Sum("clipped"),
-        "charsHeldBack": Sum("chars_held_back"),
-    }
-    reading_group = ["room_id"] + (["seat_name"] if seats else [])
-    for row in (
-        window.of(ReadCount.objects, "hour", whole_hours=True)
-        .values(*reading_group)
-        .annotate(**sums)
-        .order_by()
-    ):
-        tallies = [room_tally(row["room_id"])]
-        if seats:
-            tallies.append(seat_tally(row["room_id"], row["seat_name"]))
-        for tally in tallies:
-            for key in sums:
-                tally.reading[key] += row[key] or 0
-
-    for room in window.rooms:  # a room asked for by name is listed, even with nothing
-        room_tally(room.pk)
-    names = dict(Room.objects.filter(pk__in=per_room).values_list("pk", "name"))
-    existing = set()
-    if seats:
-        existing = set(
-            Seat.objects.filter(name__in={seat for _, seat in per_seat}).values_list(
-                "name", flat=True
-            )
-        )
-    totals = _Tally()
-    for room_id in sorted(per_room, key=lambda pk: names[pk]):
-        tally = per_room[room_id]
-        totals.add(tally)
-        item = tally.room_dict(names[room_id])
-        if seats:
-            item["seats"] = [
-                per_seat[key].seat_dict(key[1], forgotten=key[1] not in existing)
-                for key in sorted(k for k in per_seat if k[0] == room_id)
-            ]
-        document["rooms"].append(item)
-    document["totals"] = totals.room_dict("")
-    del document["totals"]["room"]
+    tallies = _Tallies(window, seats=seats)
+    tallies.count_entries()
+    tallies.count_wake_ledger()
+    tallies.count_send_decisions()
+    tallies.count_reading()
+    document["rooms"], document["totals"] = tallies.rooms_and_totals()
     return document
 
 

@@ -79,12 +79,11 @@ def send_entry(
                         rules.closest_names(name, listed),
                     )
         ts = _to_ms(timezone.now())
-        entry = Entry(
+        entry = _signed_entry(
             room=room_row,
             seq=seq,
             ts=ts,
-            sender=seat.name,
-            sender_agent=seat.agent.name,
+            seat=seat,
             type=entry_type,
             to=names,
             re=re_entry.id if re_entry else None,
@@ -94,7 +93,6 @@ def send_entry(
             sender_addr=sender_addr,
             sender_session=sender_session,
         )
-        entry.signature = signing.sign_entry(entry)
         decided = _decide(entry, room_row, seat, re_entry, ts, roster=roster)
         _record(entry, decided, sender=seat)
         _mark_wrote(seat, ts)
@@ -164,13 +162,12 @@ def land_entry(
             seat = seats.remote_seat(name=sender, room=room_row, wrote_at=min(ts, at))
             seq, stamp = _next_seq(room_row)
             re_entry = Entry.objects.filter(room=room_row, pk=re).first() if re else None
-            entry = Entry(
+            entry = _signed_entry(
                 id=id,
                 room=room_row,
                 seq=seq,
                 ts=ts,
-                sender=seat.name,
-                sender_agent=seat.agent.name,
+                seat=seat,
                 type=entry_type,
                 to=names,
                 re=re,
@@ -179,7 +176,6 @@ def land_entry(
                 via="relay",
                 sender_addr=sender_addr[:64],
             )
-            entry.signature = signing.sign_entry(entry)
             roster = rosters.of_room(room_row.pk, stamp)
             decided = _decide(entry, room_row, seat, re_entry, at, roster)
             _record(entry, decided, sender=seat)
@@ -188,6 +184,14 @@ def land_entry(
             return None  # landed by another bridge of this store a moment ago
         raise
     return {"id": str(entry.id), "room": room_row.name, "seq": seq, "wakes": decided.wakes}
+
+
+def _signed_entry(*, seat: Seat, **fields) -> Entry:
+    """The entry as it will be stored, sender from its seat, signed: the one way both a
+    send and a landing build it."""
+    entry = Entry(sender=seat.name, sender_agent=seat.agent.name, **fields)
+    entry.signature = signing.sign_entry(entry)
+    return entry
 
 
 def _next_seq(room: Room) -> tuple[int, int | None]:
