@@ -583,6 +583,20 @@ def wakes(entry: EntryFacts, seat: SeatFacts, now: datetime) -> bool:
     return decide_wake(entry, seat, now).woken
 
 
+def owed_on_arrival(
+    entry: EntryFacts, seat: SeatFacts, now: datetime, *, by_own_agent: bool, sibling_told: bool
+) -> Decision | None:
+    """A seat that did not exist when `entry` was stored, and inherits it as unread, is
+    still owed the wake rule for it: the decision that makes it a claim on the seat, or
+    None. Not when a sibling seat of its agent was told it already (one telling per agent
+    is enough), nor when the agent wrote it (a sibling's own words are the other half of
+    its conversation, not a claim on it)."""
+    if by_own_agent or sibling_told:
+        return None
+    decision = decide_wake(entry, seat, now)
+    return decision if decision.woken else None
+
+
 # --- who is judged (the letterbox and the safety net) -----------------------------
 
 LETTERBOX, NET = "letterbox", "net"

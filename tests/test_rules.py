@@ -853,3 +853,13 @@ def test_a_signed_off_seat_is_gone_until_it_shows_life_again():
     seen = now - timedelta(seconds=10)
     assert rules.liveness(seen, False, now, signed_off=seen) == rules.GONE
     assert rules.liveness(now, False, now, signed_off=seen) == rules.LIVE
+
+
+def test_a_new_seat_is_owed_the_wake_rule_for_what_it_inherits():
+    seat = rules.SeatFacts("api#2", "api")
+    asked = rules.EntryFacts("web#1", "REQUEST", ("api",))
+    kw = {"by_own_agent": False, "sibling_told": False}
+    assert rules.owed_on_arrival(asked, seat, NOW, **kw) == rules.Decision(True, "addressed")
+    assert rules.owed_on_arrival(rules.EntryFacts("web#1", "FACT"), seat, NOW, **kw) is None
+    assert rules.owed_on_arrival(asked, seat, NOW, by_own_agent=False, sibling_told=True) is None
+    assert rules.owed_on_arrival(asked, seat, NOW, by_own_agent=True, sibling_told=False) is None
