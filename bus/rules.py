@@ -714,20 +714,22 @@ def oldest_first(per_room: Iterable[Iterable]) -> Iterator:
     return heapq.merge(*per_room, key=lambda entry: (entry.ts, entry.id))
 
 
-def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]) -> int:
-    """A new seat's first cursor in a room.
+def first_cursor(
+    sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]
+) -> tuple[int, int | None]:
+    """A new seat's first cursor in a room, and where the entries it holds unread start.
 
-    It inherits the furthest cursor of the agent's other seats, lowered so that
-    entries its sibling seats wrote in the last SIBLING_WINDOW stay unread. With no
-    earlier seat of the agent, nothing is read (0).
+    It inherits the furthest cursor of the agent's other seats: what a sibling read is
+    read. Only the entries its sibling seats wrote in the last SIBLING_WINDOW stay unread:
+    those at or below that cursor are held, from just before the oldest of them (the
+    entries by sibling seats in (held_from, cursor] are unread; Membership.held_from).
+    With no earlier seat of the agent, nothing is read: (0, None).
     """
     if not sibling_cursors:
-        return 0
+        return 0, None
     furthest = max(sibling_cursors)
     read_recent = [seq for seq in recent_sibling_seqs if seq <= furthest]
-    if read_recent:
-        return max(0, min(read_recent) - 1)
-    return max(0, furthest)
+    return furthest, (min(read_recent) - 1 if read_recent else None)
 
 
 # --- what send answers ------------------------------------------------------------

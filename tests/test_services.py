@@ -681,7 +681,29 @@ def test_a_new_seat_gets_its_siblings_last_hour_entries_as_unread_but_not_older_
 
     newcomer = make_seat("web", team)
 
-    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == recent
+    # "recent 2." was read by the sibling: only what the sibling wrote stays unread.
+    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == recent[:1]
+
+
+def test_a_restarted_seat_does_not_get_back_what_its_sibling_read(team):
+    other = make_seat("api", team)
+    first = make_seat("web", team)
+    mine = send(first, team, "e1: the first session asks the room.")["id"]
+    send(other, team, "e2.")
+    send(other, team, "e3.")
+    send(other, team, "e4: read by the first session.", to=["web"], type="QUESTION")
+    services.reading.read_inbox(seat=first, room="team")
+
+    restarted = make_seat("web", team)
+    peek = services.reading.read_inbox(seat=restarted, room="team", advance=False)
+
+    assert ids(peek) == [mine]
+    assert (peek["unread"], peek["unreadForMe"], peek["unreadWaking"]) == (1, 1, 0)
+    assert services.reading.unread_counts(seat=restarted)[0]["unread"] == 1
+    later = send(other, team, "e5: new to both.")["id"]
+    assert ids(services.reading.read_inbox(seat=restarted, room="team", limit=1)) == [mine]
+    assert ids(services.reading.read_inbox(seat=restarted, room="team")) == [later]
+    assert ids(services.reading.read_inbox(seat=restarted, room="team")) == []
 
 
 def test_a_new_seat_inherits_its_siblings_position_when_they_wrote_nothing_lately(team):

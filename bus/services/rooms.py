@@ -65,8 +65,8 @@ def ensure_membership(seat: Seat, room: Room) -> Membership:
     parted one is taken up again where it was."""
     membership, created = Membership.objects.get_or_create(seat=seat, room=room)
     if created:
-        membership.cursor, inherited = _first_cursor(seat, room)
-        membership.save(update_fields=["cursor"])
+        (membership.cursor, membership.held_from), inherited = _first_cursor(seat, room)
+        membership.save(update_fields=["cursor", "held_from"])
         if inherited:
             # Imported here: telling looks rooms up through this module.
             from bus.services import telling
@@ -78,8 +78,8 @@ def ensure_membership(seat: Seat, room: Room) -> Membership:
     return membership
 
 
-def _first_cursor(seat: Seat, room: Room) -> tuple[int, bool]:
-    """(the first cursor, whether it is inherited from a sibling seat of the agent)."""
+def _first_cursor(seat: Seat, room: Room) -> tuple[tuple[int, int | None], bool]:
+    """((the first cursor, held_from), whether it is inherited from a sibling seat)."""
     siblings = Membership.objects.filter(room=room, seat__agent_id=seat.agent_id).exclude(seat=seat)
     cursors = list(siblings.values_list("cursor", flat=True))
     recent = []
