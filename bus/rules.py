@@ -714,6 +714,11 @@ def oldest_first(per_room: Iterable[Iterable]) -> Iterator:
     return heapq.merge(*per_room, key=lambda entry: (entry.ts, entry.id))
 
 
+def bounded(count: int, capped: bool) -> str:
+    """A count as shown: `1000+` when counting stopped at a cap (it is a lower bound)."""
+    return f"{count}+" if capped else str(count)
+
+
 def first_cursor(
     sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]
 ) -> tuple[int, int | None]:

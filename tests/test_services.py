@@ -905,6 +905,42 @@ def test_a_long_backlog_is_counted_up_to_a_cap_and_says_so(team, monkeypatch):
     assert len(inbox["entries"]) == 2
 
 
+def test_every_face_of_a_capped_count_says_it_is_bounded(team, monkeypatch):
+    """The counts stop at a cap: the SessionStart context, the inbox (CLI and the MCP
+    tool's `waiting`) and a Stop block each show such a count as a lower bound."""
+    import io
+    from types import SimpleNamespace
+
+    from bus.management.verbs import Output
+    from bus.management.verbs.messages import Inbox
+    from mcpgate.claude import hooks
+    from mcpgate.claude.hookinput import HookContext
+
+    monkeypatch.setattr(services.reading, "COUNT_CAP", 3)
+    monkeypatch.setattr(hooks, "TOLD_AT_ONCE", 2)
+    writer, reader = make_seat("web", team), make_seat("api", team)
+    for n in range(5):
+        send(writer, team, f"q{n}?", type="QUESTION")
+
+    inbox = services.reading.read_inbox(seat=reader, room="team", limit=1, advance=False)
+    assert (inbox["more"], inbox["countsCapped"], inbox["waiting"]) == (2, True, "2+ more unread")
+    shown = io.StringIO()
+    Inbox().show(inbox, SimpleNamespace(json=False), Output(stdout=shown))
+    assert "(2+ more unread in team: run `salon inbox team` again)" in shown.getvalue()
+    counts = services.reading.unread_counts(seat=reader)
+    assert hooks._unread_line(counts) == "Unread: team 3+ (3+ waking you)."
+    ctx = HookContext(
+        kind="stop", payload={}, agent="api", session=reader.session_id, cwd="/tmp",
+        headless=False, store="test", sqlite_path=None,
+    )  # fmt: skip
+    reason = hooks.stop(reader, ctx)["reason"]
+    assert f"2+ entries on the bus are claims on you ({reader.name})" in reason
+    # The peek told q0; this block tells the last two: an exact count again.
+    reason = hooks.stop(reader, ctx)["reason"]
+    assert f"agent-salon: 2 entries on the bus are claims on you ({reader.name})" in reason
+    assert hooks.stop(reader, ctx) is None
+
+
 # ---------------------------------------------------------------- focus, quiet
 
 

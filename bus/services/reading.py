@@ -108,12 +108,15 @@ def read_inbox(
                         seat, r, e, held_back[r.pk]
                     )
                 )
+    more = max(counts["unread"] - len(batch), 0)
     return {
         "room": rooms_read[0].name if room else None,
         "rooms": [r.name for r in rooms_read],
         "seat": seat.name,
         "entries": entries,
-        "more": max(counts["unread"] - len(batch), 0),
+        "more": more,
+        # The same, said so that a bounded count reads as one ("980+ more unread").
+        "waiting": f"{rules.bounded(more, counts['countsCapped'])} more unread",
         **counts,
         "tampered": wire.tampered_count(entries),
     }
@@ -121,7 +124,7 @@ def read_inbox(
 
 # The counts of a read look at most this many rows per room: a seat with a backlog of a
 # million entries reads its first page as fast as a caught-up one; past it the
-# counts say "at least" (countsCapped).
+# counts say "at least" (countsCapped; every face shows them as `1000+`: rules.bounded).
 COUNT_CAP = 1000
 
 

@@ -68,6 +68,11 @@ def tell(
     return told
 
 
+def anything_untold(*, seat: Seat) -> bool:
+    """Whether this seat has any untold entry left (after a telling of at most `limit`)."""
+    return bool(untold_rows(seat, None, 1))
+
+
 def mark_read_as_told(*, seat: Seat, entry_ids: Sequence) -> None:
     """An inbox or peek returned these entries: each waking one is told (if untold)."""
     WakeDecision.objects.filter(
