@@ -176,6 +176,10 @@ class Membership(models.Model):
     seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="memberships")
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="memberships")
     cursor = models.BigIntegerField(default=0)
+    # A new seat inherits its siblings' cursor, yet what they wrote in the last hour stays
+    # unread for it: the entries by other seats of its agent in (held_from, cursor] are
+    # unread too (rules.first_cursor). None: nothing held.
+    held_from = models.BigIntegerField(null=True, blank=True)
     joined_at = models.DateTimeField(auto_now_add=True)
     left_at = models.DateTimeField(null=True, blank=True)
 

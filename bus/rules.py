@@ -583,6 +583,20 @@ def wakes(entry: EntryFacts, seat: SeatFacts, now: datetime) -> bool:
     return decide_wake(entry, seat, now).woken
 
 
+def owed_on_arrival(
+    entry: EntryFacts, seat: SeatFacts, now: datetime, *, by_own_agent: bool, sibling_told: bool
+) -> Decision | None:
+    """A seat that did not exist when `entry` was stored, and inherits it as unread, is
+    still owed the wake rule for it: the decision that makes it a claim on the seat, or
+    None. Not when a sibling seat of its agent was told it already (one telling per agent
+    is enough), nor when the agent wrote it (a sibling's own words are the other half of
+    its conversation, not a claim on it)."""
+    if by_own_agent or sibling_told:
+        return None
+    decision = decide_wake(entry, seat, now)
+    return decision if decision.woken else None
+
+
 # --- who is judged (the letterbox and the safety net) -----------------------------
 
 LETTERBOX, NET = "letterbox", "net"
@@ -700,20 +714,27 @@ def oldest_first(per_room: Iterable[Iterable]) -> Iterator:
     return heapq.merge(*per_room, key=lambda entry: (entry.ts, entry.id))
 
 
-def first_cursor(sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]) -> int:
-    """A new seat's first cursor in a room.
+def bounded(count: int, capped: bool) -> str:
+    """A count as shown: `1000+` when counting stopped at a cap (it is a lower bound)."""
+    return f"{count}+" if capped else str(count)
 
-    It inherits the furthest cursor of the agent's other seats, lowered so that
-    entries its sibling seats wrote in the last SIBLING_WINDOW stay unread. With no
-    earlier seat of the agent, nothing is read (0).
+
+def first_cursor(
+    sibling_cursors: Sequence[int], recent_sibling_seqs: Sequence[int]
+) -> tuple[int, int | None]:
+    """A new seat's first cursor in a room, and where the entries it holds unread start.
+
+    It inherits the furthest cursor of the agent's other seats: what a sibling read is
+    read. Only the entries its sibling seats wrote in the last SIBLING_WINDOW stay unread:
+    those at or below that cursor are held, from just before the oldest of them (the
+    entries by sibling seats in (held_from, cursor] are unread; Membership.held_from).
+    With no earlier seat of the agent, nothing is read: (0, None).
     """
     if not sibling_cursors:
-        return 0
+        return 0, None
     furthest = max(sibling_cursors)
     read_recent = [seq for seq in recent_sibling_seqs if seq <= furthest]
-    if read_recent:
-        return max(0, min(read_recent) - 1)
-    return max(0, furthest)
+    return furthest, (min(read_recent) - 1 if read_recent else None)
 
 
 # --- what send answers ------------------------------------------------------------

@@ -213,7 +213,8 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "inbox",
             "The entries by others you have not read yet, oldest first, with how many still "
-            "wait (`more`, `unread`, `unreadWaking`). Marks the returned entries read "
+            "wait (`more`, `unread`, `unreadWaking`; with `countsCapped` they are lower "
+            "bounds, and `waiting` says so: `980+ more unread`). Marks the returned entries read "
             "(`advance: false` only peeks). An entry that does not wake you may come "
             "shortened; `history` has it whole.",
             _schema(

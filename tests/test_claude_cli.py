@@ -400,6 +400,48 @@ def test_an_entry_told_by_the_salon_wait_monitor_is_not_repeated_by_the_stop_hoo
     assert not stand_in.seen("Stop hook blocking error"), session.screen()
 
 
+CLAIM = "Please rotate the staging signing key before the release."
+
+
+@pytest.mark.parametrize("stand_in", [reply_in_turns], indirect=True)
+def test_a_claim_sent_while_no_session_was_live_is_told_to_the_next_session_once(
+    home: ClaudeHome, project: Path, env: dict[str, str], stand_in: StandIn, debug_log: Path
+):
+    # A first session of web-app puts its seat in team, and ends.
+    first = home.print_mode("Anything new?", cwd=project, env=home.env(env))
+    assert first.process.returncode == 0, first.explain()
+    sent = run_salon(
+        "send", "team", "REQUEST", CLAIM, "--to", "web-app", "--json",
+        env={**env, "AGENT_SALON_NAME": "api-service", "CLAUDE_CODE_SESSION_ID": API_SESSION},
+        cwd=project,
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["wakes"] == []  # no session of web-app is live
+
+    terminal = home.interactive(cwd=project, env=home.env(env), debug_file=debug_log)
+    try:
+        assert wait_until(lambda: hooks_run(debug_log, "SessionStart:") >= 1), terminal.screen()
+        terminal.type_line("What is on the bus?")
+        assert wait_until(lambda: stop_hooks_run(debug_log) >= 1), terminal.screen()
+        # A block would reach the model a moment after the Stop hook ran.
+        wait_until(lambda: stand_in.seen("Stop hook blocking error"), timeout=5)
+        assert not stand_in.seen("Stop hook blocking error"), terminal.screen()
+        shown = stand_in.main_requests[-1].shown_text()
+    finally:
+        terminal.stop()
+    # The next session's own context told the model of the claim, once.
+    assert shown.count(CLAIM) == 1, shown
+    assert "is a claim on you" in shown
+    rows = query_store(
+        env,
+        "SELECT s.name, w.told_by FROM bus_wakedecision w JOIN bus_seat s ON s.id = w.seat_id "
+        "JOIN bus_entry e ON e.id = w.entry_id WHERE e.content = ? AND w.told_at IS NOT NULL",
+        (CLAIM,),
+    )
+    assert [told_by for _, told_by in rows] == ["start"]
+    assert rows[0][0] != f"web-app#{first.session_id[:8]}"
+
+
 def install_plugin(home: ClaudeHome, env: dict[str, str], project: Path) -> str:
     """`salon install --plugin team` as a person runs it, with `claude` on PATH (it adds
     the marketplace and installs the plugin for the user). Returns its report."""

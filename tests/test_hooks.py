@@ -325,6 +325,90 @@ def test_a_block_for_an_entry_pushed_before_says_it_was_pushed(env, webdir):
     assert f"(also pushed {str(pushed)[11:19]} UTC)" in reason
 
 
+# ---------------------------------------------------------------- a seat that was not there
+
+
+def _web2(env, *args):
+    return salon(env, *args, agent="web-app", session=WEB_SESSION_2)
+
+
+def _claim_while_web_app_is_away(env, webdir) -> dict:
+    """web-app's session joins team and ends; api-service asks web-app by name while no
+    session of it is live."""
+    ok(salon(env, "rooms", "--create", "team"))
+    start(env, webdir)
+    ok(api(env, "join", "team"))
+    ok(web(env, "focus", "wiring the login form"))
+    assert hook_json(hook(env, "session-end", WEB_SESSION, webdir)) is None
+    return send(env, api, "team", "REQUEST", "please rotate the signing key", "--to", "web-app")
+
+
+def test_a_claim_to_an_absent_agent_is_told_to_its_next_session(env, webdir):
+    report = _claim_while_web_app_is_away(env, webdir)
+    assert report["wakes"] == []
+    assert "will be read when a session of it comes back" in report["notice"][0]
+
+    text = context(start(env, webdir, session=WEB_SESSION_2))
+
+    unread = next(line for line in text.splitlines() if line.startswith("Unread:"))
+    assert unread == "Unread: team 1 (1 waking you)."
+    assert f'REQUEST from {API_SEAT} in "team": "please rotate the signing key"' in text
+    # Told once: no other path repeats it.
+    assert ok(_web2(env, "wait", "--once")).stdout == ""
+    assert stop(env, webdir, session=WEB_SESSION_2) is None
+    inbox = ok_json(_web2(env, "inbox", "--json"))
+    [entry] = inbox["entries"]
+    assert (entry["content"], entry["forMe"], entry["wakes"]) == (
+        "please rotate the signing key",
+        True,
+        True,
+    )
+    assert ledger(env, WEB_SEAT_2) == [("REQUEST", "please rotate the signing key", True, "start")]
+
+
+@pytest.mark.parametrize("first", ["monitor", "stop"])
+def test_a_claim_to_an_absent_agent_is_told_once_by_whichever_path_comes_first(env, webdir, first):
+    """A session whose first word on the bus is its Monitor's `salon wait`, or a Stop
+    hook (no SessionStart hook ran), is told the claim there, and nowhere again."""
+    _claim_while_web_app_is_away(env, webdir)
+
+    if first == "monitor":
+        line = ok(_web2(env, "wait", "--once")).stdout
+        assert f'REQUEST from {API_SEAT} in "team": "please rotate the signing key"' in line
+        assert stop(env, webdir, session=WEB_SESSION_2) is None
+    else:
+        reason = stop(env, webdir, session=WEB_SESSION_2)["reason"]
+        assert "please rotate the signing key" in reason
+        assert stop(env, webdir, session=WEB_SESSION_2) is None
+        assert ok(_web2(env, "wait", "--once")).stdout == ""
+    assert "please rotate" not in context(start(env, webdir, session=WEB_SESSION_2))
+    assert [row[3] for row in ledger(env, WEB_SEAT_2)] == [first]
+
+
+def test_a_claim_a_sibling_session_was_told_is_not_told_to_a_new_session(env, webdir):
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+    assert stop(env, webdir)["decision"] == "block"  # told to web-app's first session
+
+    text = context(start(env, webdir, session=WEB_SESSION_2))
+
+    assert "who owns the login form?" not in text
+    assert stop(env, webdir, session=WEB_SESSION_2) is None
+    assert ledger(env, WEB_SEAT_2) == []
+
+
+def test_a_session_s_own_agent_s_entries_are_no_claim_on_its_next_session(env, webdir):
+    """A sibling's own QUESTION stays unread for the next session (the other half of its
+    conversation), but it is the agent's own question, not a claim on it."""
+    the_team(env, webdir)
+    send(env, web, "team", "QUESTION", "does anyone use the v1 login?")
+
+    text = context(start(env, webdir, session=WEB_SESSION_2))
+
+    assert "Unread: team 1." in text and "v1 login" not in text
+    assert ledger(env, WEB_SEAT_2) == []
+
+
 # ---------------------------------------------------------------- heartbeat
 
 

@@ -671,27 +671,27 @@ def test_clip_keeps_a_sentence_ending_exactly_at_the_limit():
 
 
 def test_a_seat_with_no_earlier_sibling_starts_with_everything_unread():
-    assert rules.first_cursor([], [3, 4]) == 0
+    assert rules.first_cursor([], [3, 4]) == (0, None)
 
 
 def test_a_new_seat_inherits_the_furthest_sibling_cursor():
-    assert rules.first_cursor([12, 40, 7], []) == 40
+    assert rules.first_cursor([12, 40, 7], []) == (40, None)
 
 
-def test_recent_sibling_entries_already_read_stay_unread():
-    assert rules.first_cursor([40, 12], [38, 35, 39]) == 34
+def test_recent_sibling_entries_already_read_stay_unread_and_nothing_else_read_does():
+    assert rules.first_cursor([40, 12], [38, 35, 39]) == (40, 34)
 
 
 def test_recent_sibling_entries_past_the_cursor_do_not_lower_it():
-    assert rules.first_cursor([40], [41, 45]) == 40
+    assert rules.first_cursor([40], [41, 45]) == (40, None)
 
 
 def test_only_recent_sibling_entries_within_the_cursor_lower_it():
-    assert rules.first_cursor([40], [45, 39]) == 38
+    assert rules.first_cursor([40], [45, 39]) == (40, 38)
 
 
-def test_a_recent_sibling_entry_at_seq_one_leaves_the_whole_room_unread():
-    assert rules.first_cursor([10], [1]) == 0
+def test_a_recent_sibling_entry_at_seq_one_is_held_from_the_start():
+    assert rules.first_cursor([10], [1]) == (10, 0)
 
 
 # --- unknown addressees -----------------------------------------------------------
@@ -853,3 +853,13 @@ def test_a_signed_off_seat_is_gone_until_it_shows_life_again():
     seen = now - timedelta(seconds=10)
     assert rules.liveness(seen, False, now, signed_off=seen) == rules.GONE
     assert rules.liveness(now, False, now, signed_off=seen) == rules.LIVE
+
+
+def test_a_new_seat_is_owed_the_wake_rule_for_what_it_inherits():
+    seat = rules.SeatFacts("api#2", "api")
+    asked = rules.EntryFacts("web#1", "REQUEST", ("api",))
+    kw = {"by_own_agent": False, "sibling_told": False}
+    assert rules.owed_on_arrival(asked, seat, NOW, **kw) == rules.Decision(True, "addressed")
+    assert rules.owed_on_arrival(rules.EntryFacts("web#1", "FACT"), seat, NOW, **kw) is None
+    assert rules.owed_on_arrival(asked, seat, NOW, by_own_agent=False, sibling_told=True) is None
+    assert rules.owed_on_arrival(asked, seat, NOW, by_own_agent=True, sibling_told=False) is None

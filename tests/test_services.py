@@ -681,7 +681,29 @@ def test_a_new_seat_gets_its_siblings_last_hour_entries_as_unread_but_not_older_
 
     newcomer = make_seat("web", team)
 
-    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == recent
+    # "recent 2." was read by the sibling: only what the sibling wrote stays unread.
+    assert ids(services.reading.read_inbox(seat=newcomer, room="team")) == recent[:1]
+
+
+def test_a_restarted_seat_does_not_get_back_what_its_sibling_read(team):
+    other = make_seat("api", team)
+    first = make_seat("web", team)
+    mine = send(first, team, "e1: the first session asks the room.")["id"]
+    send(other, team, "e2.")
+    send(other, team, "e3.")
+    send(other, team, "e4: read by the first session.", to=["web"], type="QUESTION")
+    services.reading.read_inbox(seat=first, room="team")
+
+    restarted = make_seat("web", team)
+    peek = services.reading.read_inbox(seat=restarted, room="team", advance=False)
+
+    assert ids(peek) == [mine]
+    assert (peek["unread"], peek["unreadForMe"], peek["unreadWaking"]) == (1, 1, 0)
+    assert services.reading.unread_counts(seat=restarted)[0]["unread"] == 1
+    later = send(other, team, "e5: new to both.")["id"]
+    assert ids(services.reading.read_inbox(seat=restarted, room="team", limit=1)) == [mine]
+    assert ids(services.reading.read_inbox(seat=restarted, room="team")) == [later]
+    assert ids(services.reading.read_inbox(seat=restarted, room="team")) == []
 
 
 def test_a_new_seat_inherits_its_siblings_position_when_they_wrote_nothing_lately(team):
@@ -881,6 +903,42 @@ def test_a_long_backlog_is_counted_up_to_a_cap_and_says_so(team, monkeypatch):
 
     assert (inbox["unread"], inbox["unreadWaking"], inbox["countsCapped"]) == (3, 3, True)
     assert len(inbox["entries"]) == 2
+
+
+def test_every_face_of_a_capped_count_says_it_is_bounded(team, monkeypatch):
+    """The counts stop at a cap: the SessionStart context, the inbox (CLI and the MCP
+    tool's `waiting`) and a Stop block each show such a count as a lower bound."""
+    import io
+    from types import SimpleNamespace
+
+    from bus.management.verbs import Output
+    from bus.management.verbs.messages import Inbox
+    from mcpgate.claude import hooks
+    from mcpgate.claude.hookinput import HookContext
+
+    monkeypatch.setattr(services.reading, "COUNT_CAP", 3)
+    monkeypatch.setattr(hooks, "TOLD_AT_ONCE", 2)
+    writer, reader = make_seat("web", team), make_seat("api", team)
+    for n in range(5):
+        send(writer, team, f"q{n}?", type="QUESTION")
+
+    inbox = services.reading.read_inbox(seat=reader, room="team", limit=1, advance=False)
+    assert (inbox["more"], inbox["countsCapped"], inbox["waiting"]) == (2, True, "2+ more unread")
+    shown = io.StringIO()
+    Inbox().show(inbox, SimpleNamespace(json=False), Output(stdout=shown))
+    assert "(2+ more unread in team: run `salon inbox team` again)" in shown.getvalue()
+    counts = services.reading.unread_counts(seat=reader)
+    assert hooks._unread_line(counts) == "Unread: team 3+ (3+ waking you)."
+    ctx = HookContext(
+        kind="stop", payload={}, agent="api", session=reader.session_id, cwd="/tmp",
+        headless=False, store="test", sqlite_path=None,
+    )  # fmt: skip
+    reason = hooks.stop(reader, ctx)["reason"]
+    assert f"2+ entries on the bus are claims on you ({reader.name})" in reason
+    # The peek told q0; this block tells the last two: an exact count again.
+    reason = hooks.stop(reader, ctx)["reason"]
+    assert f"agent-salon: 2 entries on the bus are claims on you ({reader.name})" in reason
+    assert hooks.stop(reader, ctx) is None
 
 
 # ---------------------------------------------------------------- focus, quiet

@@ -32,6 +32,23 @@ def _after_cursor(seat: Seat, room: Room, cursor: int):
     return Entry.objects.filter(room=room, seq__gt=cursor).exclude(sender=seat.name).order_by("seq")
 
 
+def _held(seat: Seat, membership: Membership):
+    """The entries at or below the cursor that are still unread: those its sibling seats
+    wrote in the hour before the seat joined (Membership.held_from), oldest first."""
+    if membership.held_from is None or membership.held_from >= membership.cursor:
+        return Entry.objects.none()
+    return (
+        Entry.objects.filter(
+            room_id=membership.room_id,
+            seq__gt=membership.held_from,
+            seq__lte=membership.cursor,
+            sender_agent=seat.agent.name,
+        )
+        .exclude(sender=seat.name)
+        .order_by("seq")
+    )
+
+
 def read_inbox(
     *, seat: Seat, room: str | None = None, limit: int = 20, advance: bool = True
 ) -> dict:
@@ -49,10 +66,11 @@ def read_inbox(
         per_room: list[list[Entry]] = []
         counts = {"unread": 0, "unreadForMe": 0, "unreadWaking": 0, "countsCapped": False}
         for room_row in rooms_read:
-            cursor = memberships[room_row.pk].cursor
-            unread = _after_cursor(seat, room_row, cursor)
-            per_room.append(list(unread.select_related("room")[:limit]))
-            here = _unread_counts(seat, room_row, cursor, unread)
+            membership = memberships[room_row.pk]
+            unread = _after_cursor(seat, room_row, membership.cursor)
+            held = list(_held(seat, membership).select_related("room")[:limit])
+            per_room.append(held + list(unread.select_related("room")[: limit - len(held)]))
+            here = _unread_counts(seat, membership, unread)
             counts = {
                 key: (value or here[key]) if key == "countsCapped" else value + here[key]
                 for key, value in counts.items()
@@ -64,8 +82,14 @@ def read_inbox(
             for entry in batch:
                 furthest[entry.room_id] = max(furthest.get(entry.room_id, 0), entry.seq)
             for room_id, seq in furthest.items():
-                Membership.objects.filter(pk=memberships[room_id].pk, cursor__lt=seq).update(
-                    cursor=seq
+                membership = memberships[room_id]
+                if seq <= membership.cursor:  # only held entries were read: fewer are held
+                    Membership.objects.filter(pk=membership.pk, held_from__lt=seq).update(
+                        held_from=seq
+                    )
+                    continue
+                Membership.objects.filter(pk=membership.pk, cursor__lt=seq).update(
+                    cursor=seq, held_from=None
                 )
         woken = _woken_ids(seat, batch)
         # What the seat is shown is told: no other path repeats it (bus.services.telling).
@@ -84,12 +108,15 @@ def read_inbox(
                         seat, r, e, held_back[r.pk]
                     )
                 )
+    more = max(counts["unread"] - len(batch), 0)
     return {
         "room": rooms_read[0].name if room else None,
         "rooms": [r.name for r in rooms_read],
         "seat": seat.name,
         "entries": entries,
-        "more": max(counts["unread"] - len(batch), 0),
+        "more": more,
+        # The same, said so that a bounded count reads as one ("980+ more unread").
+        "waiting": f"{rules.bounded(more, counts['countsCapped'])} more unread",
         **counts,
         "tampered": wire.tampered_count(entries),
     }
@@ -97,14 +124,17 @@ def read_inbox(
 
 # The counts of a read look at most this many rows per room: a seat with a backlog of a
 # million entries reads its first page as fast as a caught-up one; past it the
-# counts say "at least" (countsCapped).
+# counts say "at least" (countsCapped; every face shows them as `1000+`: rules.bounded).
 COUNT_CAP = 1000
 
 
-def _unread_counts(seat: Seat, room: Room, cursor: int, unread) -> dict:
+def _unread_counts(seat: Seat, membership: Membership, unread) -> dict:
     facts = seat.facts()
-    tos = list(unread.values_list("to", flat=True)[: COUNT_CAP + 1])
-    waking = WakeDecision.objects.filter(seat=seat, room=room, woken=True, seq__gt=cursor)
+    tos = list(_held(seat, membership).values_list("to", flat=True)[: COUNT_CAP + 1])
+    tos += list(unread.values_list("to", flat=True)[: COUNT_CAP + 1 - len(tos)])
+    waking = WakeDecision.objects.filter(
+        seat=seat, room_id=membership.room_id, woken=True, seq__gt=membership.cursor
+    )
     waking_count = waking.values("pk")[: COUNT_CAP + 1].count()
     return {
         "unread": min(len(tos), COUNT_CAP),
@@ -124,7 +154,7 @@ def unread_counts(*, seat: Seat) -> list[dict]:
         result.append(
             {
                 "room": membership.room.name,
-                **_unread_counts(seat, membership.room, membership.cursor, unread),
+                **_unread_counts(seat, membership, unread),
             }
         )
     return sorted(result, key=lambda r: (-r["unreadWaking"], -r["unread"], r["room"]))
@@ -144,7 +174,10 @@ def mark_unread(*, seat: Seat, room: str, count: int = 1) -> dict:
             .values_list("seq", flat=True)[:count]
         )
         cursor = seqs[-1] - 1 if seqs else membership.cursor
-        Membership.objects.filter(pk=membership.pk).update(cursor=cursor)
+        held_from = membership.held_from
+        if held_from is not None and held_from >= cursor:
+            held_from = None  # the held entries are after the cursor now
+        Membership.objects.filter(pk=membership.pk).update(cursor=cursor, held_from=held_from)
     return {"room": room_row.name, "seat": seat.name, "markedUnread": len(seqs)}
 
 

@@ -65,15 +65,21 @@ def ensure_membership(seat: Seat, room: Room) -> Membership:
     parted one is taken up again where it was."""
     membership, created = Membership.objects.get_or_create(seat=seat, room=room)
     if created:
-        membership.cursor = _first_cursor(seat, room)
-        membership.save(update_fields=["cursor"])
+        (membership.cursor, membership.held_from), inherited = _first_cursor(seat, room)
+        membership.save(update_fields=["cursor", "held_from"])
+        if inherited:
+            # Imported here: telling looks rooms up through this module.
+            from bus.services import telling
+
+            telling.owe_inherited(seat=seat, room=room, cursor=membership.cursor)
     elif membership.left_at is not None:
         membership.left_at = None
         membership.save(update_fields=["left_at"])
     return membership
 
 
-def _first_cursor(seat: Seat, room: Room) -> int:
+def _first_cursor(seat: Seat, room: Room) -> tuple[tuple[int, int | None], bool]:
+    """((the first cursor, held_from), whether it is inherited from a sibling seat)."""
     siblings = Membership.objects.filter(room=room, seat__agent_id=seat.agent_id).exclude(seat=seat)
     cursors = list(siblings.values_list("cursor", flat=True))
     recent = []
@@ -87,7 +93,7 @@ def _first_cursor(seat: Seat, room: Room) -> int:
             .exclude(sender=seat.name)
             .values_list("seq", flat=True)
         )
-    return rules.first_cursor(cursors, recent)
+    return rules.first_cursor(cursors, recent), bool(cursors)
 
 
 def membership(seat: Seat, room: Room) -> Membership:

@@ -43,6 +43,8 @@ from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext
 from mcpgate.claude.processes import HookInputError
 
 NAMED_IN_A_NUDGE = 5
+# Entries told at most by one SessionStart context or one Stop block; the rest next time.
+TOLD_AT_ONCE = 100
 QUOTE_CHARS = 120
 REPLY_FLAGS = ("--to", "<seat>", "--re", "<id>")
 # The longest Monitor Claude Code 2.1.33x allows; the context says to arm it again.
@@ -160,17 +162,24 @@ def _room_for_send(seat) -> str:
     return primary.name if primary else settings.DEFAULT_ROOM
 
 
+_COUNTS = ("unread", "unreadForMe", "unreadWaking")
+
+
 def _unread_line(counts: list[dict]) -> str:
     if not counts:
         return "Unread: you are in no room yet (join one: `… join ROOM`)."
     parts = []
     for c in counts:  # services.reading.unread_counts: waking first
+        # Counting stops at a cap: a capped count is shown as a lower bound (`1000+`).
+        shown = {key: rules.bounded(c[key], c["countsCapped"]) for key in _COUNTS}
         detail = []
         if c["unreadWaking"]:
-            detail.append(f"{c['unreadWaking']} waking you")
+            detail.append(f"{shown['unreadWaking']} waking you")
         if c["unreadForMe"] != c["unread"]:
-            detail.append(f"{c['unreadForMe']} for you")
-        parts.append(f"{c['room']} {c['unread']}" + (f" ({', '.join(detail)})" if detail else ""))
+            detail.append(f"{shown['unreadForMe']} for you")
+        parts.append(
+            f"{c['room']} {shown['unread']}" + (f" ({', '.join(detail)})" if detail else "")
+        )
     return "Unread: " + "; ".join(parts) + "."
 
 
@@ -191,7 +200,7 @@ def session_start(seat, ctx: HookContext) -> dict:
         for name, seats in services.seats.live_others(seat=seat).items()
     }
     others = {name: seats for name, seats in others.items() if seats}
-    told = services.telling.tell_at_start(seat=seat)
+    told = services.telling.tell_at_start(seat=seat, limit=TOLD_AT_ONCE)
     counts = services.reading.unread_counts(seat=seat)
     rooms = ", ".join(c["room"] for c in sorted(counts, key=lambda c: c["room"])) or "none"
     lines = [
@@ -270,10 +279,13 @@ def _claims(
     """The told entries (services.telling.tell), as the lines of a context or a block;
     `read` leads the commands that read them."""
     count = len(entries)
+    # More than one telling holds are still untold: the count is a lower bound, and says so.
+    more = count >= TOLD_AT_ONCE and services.telling.anything_untold(seat=seat)
+    one = count == 1 and not more
     lines = [
-        f"agent-salon: {count} entr{'y' if count == 1 else 'ies'} on the bus "
-        f"{'is a claim' if count == 1 else 'are claims'} on you ({seat.name}) and "
-        f"{'is' if count == 1 else 'are'} still unread:"
+        f"agent-salon: {rules.bounded(count, more)} entr{'y' if one else 'ies'} on the bus "
+        f"{'is a claim' if one else 'are claims'} on you ({seat.name}) and "
+        f"{'is' if one else 'are'} still unread:"
     ]
     for entry in entries[:NAMED_IN_A_NUDGE]:
         lines.append(
@@ -281,7 +293,7 @@ def _claims(
             f"{_said(entry)}{wire.pushed_note(entry)}"
         )
     if count > NAMED_IN_A_NUDGE:
-        lines.append(f"- and {count - NAMED_IN_A_NUDGE} more")
+        lines.append(f"- and {rules.bounded(count - NAMED_IN_A_NUDGE, more)} more")
     rooms = sorted({entry["room"] for entry in entries})
     lines.append(read + " " + " ; ".join(salon_command(ctx, env, "inbox", room) for room in rooms))
     return lines
@@ -301,7 +313,7 @@ def _focus_request(asked: dict[str, list[str]], seat, ctx: HookContext, env) -> 
 
 
 def stop(seat, ctx: HookContext) -> dict | None:
-    entries = services.telling.claim_nudges(seat=seat)
+    entries = services.telling.claim_nudges(seat=seat, limit=TOLD_AT_ONCE)
     if not entries:
         return None  # a focus request never holds a turn on its own
     env = command_env(ctx, seat.agent.name)

@@ -112,8 +112,7 @@ class Inbox(Verb):
         where = inbox["room"] or ", ".join(inbox["rooms"])
         again = " ".join(["salon inbox" if self.advance else "salon peek", inbox["room"] or ""])
         if inbox["more"]:
-            more = f"{inbox['more']}+" if inbox["countsCapped"] else str(inbox["more"])
-            parts.append(f"({more} more unread in {where}: run `{again.strip()}` again)")
+            parts.append(f"({inbox['waiting']} in {where}: run `{again.strip()}` again)")
         elif not inbox["entries"]:
             parts.append(f"nothing new in {where} for {inbox['seat']}")
         if inbox["tampered"]:
