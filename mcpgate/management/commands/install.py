@@ -35,12 +35,16 @@ With --http the daemon must answer at URL (/healthz) and be a server of this sam
 (its X-Salon-Store fingerprint): otherwise every prompt would show a failing hook, or the
 hooks and the MCP server would write to two different stores. Nothing is written then.
 
-Before a file is changed, its previous content is copied to `<file>.bak` (one per file,
-replaced each time; `~/.claude.json.bak` for the local scope). A file that is not strict
-JSON (bus.strict: no duplicate key, no number beyond a float, …) or not in the shape
-Claude Code reads is refused and left untouched, and then nothing at all is written. A
-re-run with the same arguments changes nothing. `--replace` removes every entry of ours
-first and names what it removed; `--dry-run` writes nothing and says what it would do.
+Before a file is changed, its previous content is copied to a `.bak` (one per file,
+replaced each time): a project file's into the user's data directory
+(`backups/<project>-<hash>/…`, mcpgate.claude.files.backup_path: never an untracked file
+in the project), `~/.claude.json.bak` for the local scope. A JSON file is rewritten in
+its own style (indentation, or one compact line), so git shows only what changed. A
+file that is not strict JSON (bus.strict: no duplicate key, no number beyond a float,
+…) or not in the shape Claude Code reads is refused and left untouched, and then nothing
+at all is written. A re-run with the same arguments changes nothing. `--replace` removes
+every entry of ours first and names what it removed; `--dry-run` writes nothing and
+says what it would do.
 
 Writes never follow a link (a project may come from anyone's repository, and a
 repository can hold symbolic links): each file, and each backup, is written to a new
@@ -163,7 +167,7 @@ def shown_path(path: Path, project: Path) -> str:
 
 def json_plan(path: Path, label: str, old: bytes | None, merge, removed_note: str = "") -> Planned:
     """The plan for a JSON file from a claudeconfig.Merge of its content."""
-    new = claudeconfig.dump(merge.data, files.indent_of(old)).encode() if merge.changed else old
+    new = files.dump_like(merge.data, old) if merge.changed else old
     removed = [f"{item}{removed_note}" for item in merge.removed]
     return Planned(path, label, old, new, removed)
 
