@@ -779,6 +779,26 @@ def test_install_then_uninstall_leaves_git_status_and_every_byte_as_before(tmp_p
     assert not (Path(env["HOME"]) / ".claude.json").exists()
 
 
+def test_http_in_the_committed_mcp_json_says_it_names_the_daemons_address(tmp_path):
+    """A teammate who clones the project gets the address too: the report says so."""
+    env, bindir = portable_env(tmp_path)
+    proj = project(tmp_path, "web-app")
+    daemon = Daemon(env=env, cwd=tmp_path).start()
+    try:
+        done = subprocess.run(
+            [str(bindir / "salon"), "install", "team", "--http", daemon.url], env=env,
+            cwd=proj, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        daemon.stop()
+    assert done.returncode == 0, done.stderr
+    assert json.loads((proj / MCP).read_text())["mcpServers"]["agent-salon"]["type"] == "http"
+    assert f".mcp.json, a file to commit, names this daemon's address ({daemon.url})" in (
+        done.stdout
+    )
+    assert "a teammate's sessions need an agent-salon daemon there too" in done.stdout
+
+
 def test_a_personal_install_then_uninstall_leaves_git_status_and_the_user_config_as_before(
     env, tmp_path, daemon
 ):
@@ -924,6 +944,17 @@ def test_install_plugin_names_what_an_earlier_project_install_left(env, proj):
     assert "both would run; `salon uninstall` there removes them" in done.stdout
 
 
+def test_install_plugin_names_a_project_install_in_another_directory(env, proj, tmp_path):
+    """The plugin serves every project: an earlier `salon install` anywhere the store
+    knows of would run beside it, not only one in the directory the plugin is installed from."""
+    ok(install(env, proj, "team"))
+    elsewhere = project(tmp_path, "elsewhere")
+    done = ok(install(env, elsewhere, "--plugin", "team"))
+    assert "both would run; `salon uninstall` there removes them" in done.stdout
+    assert f"    {proj.resolve()} (.claude/settings.local.json, " in done.stdout
+    assert str(elsewhere.resolve()) not in done.stdout.split("note:")[-1]
+
+
 def test_install_plugin_dry_run_and_http_write_nothing(env, proj):
     env = {k: v for k, v in env.items() if k != "XDG_DATA_HOME"}
     before = snapshot(proj)
@@ -947,6 +978,16 @@ def test_install_triage_wires_a_headless_toolless_claude_as_the_judge(env, proj)
     assert "--strict-mcp-config" in argv
     stop = [c for event, c in ours(settings(proj)) if event == "Stop"]
     assert stop and all("AGENT_SALON_TRIAGE_CMD=" in c for c in stop)
+
+
+def test_install_triage_says_it_sets_the_judge_and_a_dry_run_says_it_would(env, proj):
+    before = snapshot(proj)
+    done = ok(install(env, proj, "team", "--triage", "--dry-run"))
+    assert snapshot(proj) == before
+    assert "judge: AGENT_SALON_TRIAGE_CMD would be set to `claude -p --model haiku" in done.stdout
+    done = ok(install(env, proj, "team", "--triage"))
+    assert "judge: AGENT_SALON_TRIAGE_CMD set to `claude -p --model haiku" in done.stdout
+    assert "the MCP server's environment" in done.stdout
 
 
 def test_install_without_triage_sets_no_judge(env, proj):
