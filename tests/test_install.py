@@ -417,6 +417,25 @@ def test_the_http_form_of_the_server():
             claudeconfig.base_url(bad)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1,"b":[1,2]}',
+        b'{"a": 1, "b": [1, 2]}\n',
+        b'{\n    "a": 1,\n    "b": [\n        1,\n        2\n    ]\n}',
+        b'{\n\t"a": 1,\n\t"b": [\n\t\t1,\n\t\t2\n\t]\n}\n',
+        b'{"a": "caf\\u00e9", "b": [1, 2]}',
+    ],
+)
+def test_a_rewrite_keeps_the_files_own_style_byte_for_byte(raw):
+    from mcpgate.claude.files import dump_like
+
+    data = json.loads(raw)
+    assert dump_like(data, raw) == raw
+    data["c"] = True
+    assert dump_like(data, raw).count(b"\n") == raw.count(b"\n") + (raw.count(b"\n") > 1)
+
+
 def test_merge_mcp_keeps_other_servers():
     data = {"mcpServers": {"github": {"type": "http", "url": "https://x"}}}
     merge = claudeconfig.merge_mcp(data, {"type": "http", "url": "u"})
