@@ -15,7 +15,7 @@ import pytest
 
 from mcpgate.claude import config as claudeconfig
 from tests.claude_kit import hook_input, ok, ok_json, project, rooms_of, salon
-from tests.support import make_staff, run_salon
+from tests.support import Daemon, make_staff, run_salon
 
 SETTINGS = Path(".claude/settings.json")
 LOCAL = Path(".claude/settings.local.json")
@@ -35,13 +35,16 @@ THEIRS = {
 @pytest.fixture
 def env(env, tmp_path):
     """The store's environment with a HOME of the test's own (the local MCP scope lives
-    in ~/.claude.json), and no `claude` on PATH unless a test puts one there."""
-    (tmp_path / "home").mkdir()
+    in ~/.claude.json, the backups in its data directory), and no `claude` on PATH unless
+    a test puts one there."""
+    home = tmp_path / "home"
+    home.mkdir()
     environment = {k: v for k, v in env.items() if k != "CLAUDE_CONFIG_DIR"}
     path = os.pathsep.join(
         d for d in env.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "claude").exists()
     )
-    return dict(environment, HOME=str(tmp_path / "home"), PATH=path)
+    data = str(home / ".local" / "share")
+    return dict(environment, HOME=str(home), XDG_DATA_HOME=data, PATH=path)
 
 
 @pytest.fixture
@@ -96,7 +99,11 @@ def ours(data: dict) -> list[tuple[str, str]]:
 
 
 def backups(proj) -> list[Path]:
-    return sorted(proj.rglob("*.bak"))
+    """The backups of the project's files, kept in the data directory of the HOME beside it."""
+    return sorted((proj.parent / "home" / ".local" / "share" / "agent-salon").rglob("*.bak"))
+
+
+BACKUPS = "~/.local/share/agent-salon/backups/web-app-"
 
 
 # ---------------------------------------------------------------- on a project
@@ -121,10 +128,8 @@ def test_install_adds_the_hooks_to_the_personal_settings_and_keeps_every_other(e
             assert assigned["DATABASE_URL"] == env["DATABASE_URL"]
     assert "UserPromptSubmit" not in data["hooks"]
     assert not (proj / SETTINGS).exists()
-    assert (
-        ".claude/settings.local.json: updated (backup: .claude/settings.local.json.bak)"
-        in done.stdout
-    )
+    assert f".claude/settings.local.json: updated (backup: {BACKUPS}" in done.stdout
+    assert "/.claude/settings.local.json.bak)" in done.stdout and not list(proj.rglob("*.bak"))
     assert "claude --dangerously-load-development-channels server:agent-salon" in done.stdout
 
 
@@ -246,7 +251,10 @@ def test_one_backup_per_file_holds_what_the_last_write_replaced(env, proj):
     settings_backups = [b for b in backups(proj) if b.name.startswith("settings.local.json")]
     assert settings_backups == [first] and first.read_bytes() == installed
     home = proj.parent / "home"
-    assert sorted(p.name for p in home.iterdir()) == [".claude.json", ".claude.json.bak"]
+    assert sorted(p.name for p in home.iterdir() if p.is_file()) == [
+        ".claude.json",
+        ".claude.json.bak",
+    ]
     # The first run created ~/.claude.json (nothing to back up then), the second backed up
     # what the first wrote.
     assert json.loads((home / ".claude.json.bak").read_text())["projects"]
@@ -409,6 +417,25 @@ def test_the_http_form_of_the_server():
             claudeconfig.base_url(bad)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1,"b":[1,2]}',
+        b'{"a": 1, "b": [1, 2]}\n',
+        b'{\n    "a": 1,\n    "b": [\n        1,\n        2\n    ]\n}',
+        b'{\n\t"a": 1,\n\t"b": [\n\t\t1,\n\t\t2\n\t]\n}\n',
+        b'{"a": "caf\\u00e9", "b": [1, 2]}',
+    ],
+)
+def test_a_rewrite_keeps_the_files_own_style_byte_for_byte(raw):
+    from mcpgate.claude.files import dump_like
+
+    data = json.loads(raw)
+    assert dump_like(data, raw) == raw
+    data["c"] = True
+    assert dump_like(data, raw).count(b"\n") == raw.count(b"\n") + (raw.count(b"\n") > 1)
+
+
 def test_merge_mcp_keeps_other_servers():
     data = {"mcpServers": {"github": {"type": "http", "url": "https://x"}}}
     merge = claudeconfig.merge_mcp(data, {"type": "http", "url": "u"})
@@ -428,14 +455,16 @@ def test_a_claude_directory_that_is_a_link_is_refused_naming_it(env, tmp_path):
     assert list(elsewhere.iterdir()) == [] and not (path / MCP).exists()
 
 
-def test_a_backup_link_planted_beside_the_file_is_replaced_not_followed(env, proj, tmp_path):
+def test_a_backup_link_planted_where_the_backup_goes_is_replaced_not_followed(env, proj, tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
-    (proj / ".claude" / "settings.local.json.bak").symlink_to(victim)
     ok(install(env, proj, "team"))
+    (backup,) = [b for b in backups(proj) if b.name == "settings.local.json.bak"]
+    backup.unlink()
+    backup.symlink_to(victim)
+    ok(install(env, proj, "team,ops"))
     assert victim.read_text() == "precious\n"
-    backup = proj / ".claude" / "settings.local.json.bak"
-    assert not backup.is_symlink() and json.loads(backup.read_text()) == THEIRS
+    assert not backup.is_symlink() and "hook stop" in backup.read_text()
 
 
 def test_http_refuses_when_no_daemon_answers_and_writes_nothing(env, proj, tmp_path):
@@ -671,17 +700,17 @@ def test_uninstall_restores_the_personal_settings_byte_for_byte_and_removes_the_
     done = ok(uninstall(env, proj))
     assert (proj / LOCAL).read_bytes() == original
     assert not (proj / ".claude" / "skills").exists()
-    assert json.loads((home / ".claude.json").read_text())["projects"] == {
-        str(proj.resolve()): {"mcpServers": {}}
-    }
-    assert json.loads((home / ".claude.json").read_text())["numStartups"] == 3
+    # What the local scope held for this project goes with our server: nothing empty is left.
+    assert (home / ".claude.json").read_text() == json.dumps({"numStartups": 3}, indent=2) + "\n"
     removed = [line for line in done.stdout.splitlines() if "removed from" in line]
     assert len(removed) == 5  # four hooks and the server
     assert ".claude/skills/salon/SKILL.md: removed" in done.stdout
-    assert "backup: .claude/settings.local.json.bak" in done.stdout
+    assert f"backup: {BACKUPS}" in done.stdout and "/.claude/settings.local.json.bak" in done.stdout
 
 
-def test_uninstall_removes_the_files_a_portable_install_created_and_keeps_backups(tmp_path):
+def test_uninstall_removes_the_files_a_portable_install_created_and_keeps_backups_outside(
+    tmp_path,
+):
     env, bindir = portable_env(tmp_path)
     proj = project(tmp_path, "web-app")
     for command in ("install team", "uninstall"):
@@ -690,9 +719,129 @@ def test_uninstall_removes_the_files_a_portable_install_created_and_keeps_backup
             text=True, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-    left = sorted(str(p.relative_to(proj)) for p in proj.rglob("*") if p.is_file())
-    assert left == [".claude/settings.json.bak", ".mcp.json.bak"]
-    assert ".mcp.json: removed (backup: .mcp.json.bak)" in done.stdout
+    assert list(proj.iterdir()) == []
+    assert ".mcp.json: removed (backup: ~/data/agent-salon/backups/web-app-" in done.stdout
+    kept = Path(env["XDG_DATA_HOME"]) / "agent-salon" / "backups"
+    assert sorted(p.name for p in kept.rglob("*.bak")) == [".mcp.json.bak", "settings.json.bak"]
+
+
+# A teammate's committed files, each on one compact line, as many tools write them.
+COMMITTED_MCP = b'{"mcpServers":{"github":{"type":"http","url":"https://x"}}}'
+COMMITTED_SETTINGS = json.dumps(THEIRS).encode() + b"\n"
+
+
+def git(proj: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=proj, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+
+
+def committed_project(tmp_path) -> Path:
+    """A git repository holding a compact .mcp.json and .claude/settings.json, committed."""
+    proj = project(tmp_path, "web-app")
+    git(proj, "init", "-q")
+    (proj / MCP).write_bytes(COMMITTED_MCP)
+    (proj / ".claude").mkdir()
+    (proj / SETTINGS).write_bytes(COMMITTED_SETTINGS)
+    git(proj, "add", "-A")
+    git(proj, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "theirs")
+    return proj
+
+
+def git_state(proj: Path) -> tuple[str, dict[str, bytes]]:
+    """What git sees (untracked and ignored files named one by one) and every file's bytes."""
+    status = git(proj, "status", "--porcelain", "--ignored", "--untracked-files=all")
+    files_ = {
+        str(p.relative_to(proj)): p.read_bytes()
+        for p in sorted(proj.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(proj).parts
+    }
+    return status, files_
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [
+        [["team"]],
+        [["team", "--triage"]],
+        # A second install that changes the files: the backups then hold the first one's.
+        [["team"], ["team,ops", "--triage"]],
+        [["team"], ["team", "--http", "{url}"]],
+    ],
+    ids=["once", "triage", "twice", "http"],
+)
+def test_install_then_uninstall_leaves_git_status_and_every_byte_as_before(tmp_path, runs):
+    env, bindir = portable_env(tmp_path)
+    proj = committed_project(tmp_path)
+    before = git_state(proj)
+    daemon = None
+    if any("{url}" in args for args in runs):
+        daemon = Daemon(env=env, cwd=tmp_path).start()
+    try:
+        for args in [*runs, ["uninstall"]]:
+            args = [a.replace("{url}", daemon.url) if daemon else a for a in args]
+            command = args if args == ["uninstall"] else ["install", *args]
+            done = subprocess.run(
+                [str(bindir / "salon"), *command], env=env, cwd=proj, capture_output=True,
+                text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            if command[0] == "install":
+                # Installed, the compact files stay compact: git shows one changed line each.
+                assert b"\n" not in (proj / MCP).read_bytes()
+                assert (proj / SETTINGS).read_bytes().count(b"\n") == 1
+    finally:
+        if daemon:
+            daemon.stop()
+    assert git_state(proj) == before
+    assert not list(proj.rglob("*.bak"))
+    assert not (Path(env["HOME"]) / ".claude.json").exists()
+
+
+def test_http_in_the_committed_mcp_json_says_it_names_the_daemons_address(tmp_path):
+    """A teammate who clones the project gets the address too: the report says so."""
+    env, bindir = portable_env(tmp_path)
+    proj = project(tmp_path, "web-app")
+    daemon = Daemon(env=env, cwd=tmp_path).start()
+    try:
+        done = subprocess.run(
+            [str(bindir / "salon"), "install", "team", "--http", daemon.url], env=env,
+            cwd=proj, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        daemon.stop()
+    assert done.returncode == 0, done.stderr
+    assert json.loads((proj / MCP).read_text())["mcpServers"]["agent-salon"]["type"] == "http"
+    assert f".mcp.json, a file to commit, names this daemon's address ({daemon.url})" in (
+        done.stdout
+    )
+    assert "a teammate's sessions need an agent-salon daemon there too" in done.stdout
+
+
+def test_a_personal_install_then_uninstall_leaves_git_status_and_the_user_config_as_before(
+    env, tmp_path, daemon
+):
+    """The personal files (settings.local.json, the local MCP scope) go as they came: the
+    user configuration gets its own bytes back, with no empty `mcpServers` of ours."""
+    proj = committed_project(tmp_path)
+    home = Path(env["HOME"])
+    theirs = b'{"numStartups":3,"projects":{"/elsewhere":{"allowedTools":[]}}}'
+    (home / ".claude.json").write_bytes(theirs)
+    before = git_state(proj)
+    ok(install(env, proj, "team"))
+    ok(install(env, proj, "team", "--http", daemon.url))
+    assert local_server(proj)["url"].startswith(daemon.url)
+    ok(uninstall(env, proj))
+    assert git_state(proj) == before
+    assert not list(proj.rglob("*.bak"))
+    assert (home / ".claude.json").read_bytes() == theirs
+
+    # A user configuration install created goes again, leaving nothing empty behind.
+    (home / ".claude.json").unlink()
+    ok(install(env, proj, "team"))
+    ok(uninstall(env, proj))
+    assert git_state(proj) == before
+    assert not (home / ".claude.json").exists()
 
 
 def test_uninstall_finds_our_entries_in_every_file_and_keeps_everything_else(env, proj):
@@ -814,6 +963,17 @@ def test_install_plugin_names_what_an_earlier_project_install_left(env, proj):
     assert "both would run; `salon uninstall` there removes them" in done.stdout
 
 
+def test_install_plugin_names_a_project_install_in_another_directory(env, proj, tmp_path):
+    """The plugin serves every project: an earlier `salon install` anywhere the store
+    knows of would run beside it, not only one in the directory the plugin is installed from."""
+    ok(install(env, proj, "team"))
+    elsewhere = project(tmp_path, "elsewhere")
+    done = ok(install(env, elsewhere, "--plugin", "team"))
+    assert "both would run; `salon uninstall` there removes them" in done.stdout
+    assert f"    {proj.resolve()} (.claude/settings.local.json, " in done.stdout
+    assert str(elsewhere.resolve()) not in done.stdout.split("note:")[-1]
+
+
 def test_install_plugin_dry_run_and_http_write_nothing(env, proj):
     env = {k: v for k, v in env.items() if k != "XDG_DATA_HOME"}
     before = snapshot(proj)
@@ -837,6 +997,16 @@ def test_install_triage_wires_a_headless_toolless_claude_as_the_judge(env, proj)
     assert "--strict-mcp-config" in argv
     stop = [c for event, c in ours(settings(proj)) if event == "Stop"]
     assert stop and all("AGENT_SALON_TRIAGE_CMD=" in c for c in stop)
+
+
+def test_install_triage_says_it_sets_the_judge_and_a_dry_run_says_it_would(env, proj):
+    before = snapshot(proj)
+    done = ok(install(env, proj, "team", "--triage", "--dry-run"))
+    assert snapshot(proj) == before
+    assert "judge: AGENT_SALON_TRIAGE_CMD would be set to `claude -p --model haiku" in done.stdout
+    done = ok(install(env, proj, "team", "--triage"))
+    assert "judge: AGENT_SALON_TRIAGE_CMD set to `claude -p --model haiku" in done.stdout
+    assert "the MCP server's environment" in done.stdout
 
 
 def test_install_without_triage_sets_no_judge(env, proj):

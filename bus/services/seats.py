@@ -95,6 +95,12 @@ def record_root(*, agent: str, root: str) -> None:
         Agent.objects.filter(pk=row.pk).update(root=root)
 
 
+def project_roots() -> list[str]:
+    """Every project directory recorded for an agent of this store (record_root)."""
+    roots = Agent.objects.exclude(root__isnull=True).exclude(root="")
+    return sorted(set(roots.values_list("root", flat=True)))
+
+
 def find_seat(*, agent: str, session_id: str | None) -> Seat | None:
     """The seat check_in gives (agent, session id), if it exists already; makes nothing.
     For the transports that must not make a seat of their own: a stream opened, a stdio

@@ -332,12 +332,23 @@ def merge_local_mcp(data: dict, key: str, entry: dict, *, replace: bool = False)
 
 
 def without_local_server(data: dict, key: str) -> Merge:
+    """`data` without our server in the local scope of the project `key`; what that leaves
+    empty (`mcpServers`, the project, `projects`) goes too, as merge_local_mcp may have
+    made it (Claude Code makes them again when it needs them)."""
     new = copy.deepcopy(check_user_config(data, key))
-    servers = ((new.get("projects") or {}).get(key) or {}).get("mcpServers") or {}
+    projects = new.get("projects") or {}
+    project = projects.get(key) or {}
+    servers = project.get("mcpServers") or {}
     removed = []
     if SERVER_NAME in servers:
         old = servers.pop(SERVER_NAME)
         removed.append(f"mcpServers.{SERVER_NAME}: {json.dumps(old, ensure_ascii=False)}")
+        if not servers:
+            del project["mcpServers"]
+            if not project:
+                del projects[key]
+                if not projects:
+                    del new["projects"]
     return Merge(data=new, changed=new != data, removed=removed)
 
 

@@ -6,6 +6,7 @@ The files:
 
 * the project's own: `.claude/settings.json`, `.mcp.json` and the skill (meant to be
   committed), `.claude/settings.local.json` (personal: Claude Code keeps it out of git);
+  their backups are kept in the user's data directory (backup_path), never in the project;
 * Claude Code's user configuration, `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`
   when that is set), whose `projects[<project>].mcpServers` is the *local* MCP scope:
   servers only this person sees in this project. `<project>` is the git root of the
@@ -17,6 +18,8 @@ The files:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import stat
@@ -102,6 +105,72 @@ def indent_of(raw: bytes | None) -> int | str:
     return 2
 
 
+def _dumps(data: object, **style) -> str:
+    # allow_nan=False: never write NaN or Infinity (not JSON; Claude Code could not read
+    # the file). Input holding them is refused when it is read (bus.strict).
+    return json.dumps(data, allow_nan=False, **style)
+
+
+def dump_like(data: dict, raw: bytes | None) -> bytes:
+    """`data` as JSON written the way the file `raw` is (its indentation, or all on one
+    line with its own spacing, its escapes, its last newline), so that what a rewrite
+    does not change stays byte for byte: git shows only the lines that did change. A new
+    file: indented by 2, as Claude Code writes its own."""
+    text = raw.decode(errors="replace") if raw else ""
+    body = text.strip()
+    if not body:
+        return (_dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+    end = text[len(text.rstrip()) :]
+    one_line = "\n" not in body
+    styles = []
+    for ascii_only in (False, True):
+        if one_line:
+            for items in (", ", ","):
+                for keys in (": ", ":"):
+                    styles.append({"separators": (items, keys), "ensure_ascii": ascii_only})
+        else:
+            styles.append({"indent": indent_of(raw), "separators": (",", ": "),
+                           "ensure_ascii": ascii_only})  # fmt: skip
+    try:
+        before = strict.decode_json(raw)
+    except strict.NotJson:
+        before = None
+    # The style that writes the file's own content back exactly, else the closest guess.
+    chosen = next((style for style in styles if _dumps(before, **style) == body), None)
+    if chosen is None:
+        chosen = styles[0]
+        if one_line:
+            chosen["separators"] = (", " if ", " in body else ",", ": " if '": ' in body else ":")
+    return (_dumps(data, **chosen) + end).encode()
+
+
+def same_json(raw: bytes | None, data: object) -> bool:
+    """Whether the file `raw` holds exactly `data` (true stays true, 1 stays 1)."""
+    if not raw or not raw.strip():
+        return False
+    try:
+        held = strict.decode_json(raw)
+    except strict.NotJson:
+        return False
+    return _dumps(held, sort_keys=True) == _dumps(data, sort_keys=True)
+
+
+def backup_path(path: Path, project: Path) -> Path:
+    """Where the copy of `path` is kept before it is changed. A file of the project goes to
+    the user's data directory (`backups/<project>-<hash of its path>/<file>.bak`): beside
+    it, git would list the copy as an untracked file and `git add -A` would commit it.
+    Any other file (`~/.claude.json`) is copied beside itself."""
+    try:
+        relative = path.relative_to(project)
+    except ValueError:
+        return path.with_name(f"{path.name}.bak")
+    from django.conf import settings
+
+    where = str(project.resolve())
+    folder = f"{project.name}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
+    return settings.USER_DATA_DIR / "backups" / folder / relative.with_name(f"{path.name}.bak")
+
+
 def write_atomically(path: Path, data: bytes, mode: int) -> None:
     """`data` into a new file beside `path`, created exclusively (mkstemp: never an
     existing file, never through a link), given `mode`, synced, then renamed over `path`
@@ -130,13 +199,14 @@ def new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def back_up(plan: Planned) -> None:
-    """The file's present content into `<file>.bak` (one per file, replaced each time),
-    no looser than the file itself."""
+def back_up(plan: Planned, project: Path) -> None:
+    """The file's present content into its `.bak` (backup_path: one per file, replaced
+    each time), no looser than the file itself."""
     if plan.old is None or not plan.backed_up:
         return
     mode = stat.S_IMODE(plan.path.lstat().st_mode)
-    plan.backup = plan.path.with_name(f"{plan.path.name}.bak")
+    plan.backup = backup_path(plan.path, project)
+    plan.backup.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_atomically(plan.backup, plan.old, mode)
 
 
@@ -145,7 +215,7 @@ def apply(plan: Planned, *, cwd: Path) -> None:
     if not plan.changed:
         return
     try:
-        back_up(plan)
+        back_up(plan, cwd)
         if plan.claude:
             for argv in plan.claude:
                 run_claude(argv, cwd=cwd)

@@ -35,12 +35,16 @@ With --http the daemon must answer at URL (/healthz) and be a server of this sam
 (its X-Salon-Store fingerprint): otherwise every prompt would show a failing hook, or the
 hooks and the MCP server would write to two different stores. Nothing is written then.
 
-Before a file is changed, its previous content is copied to `<file>.bak` (one per file,
-replaced each time; `~/.claude.json.bak` for the local scope). A file that is not strict
-JSON (bus.strict: no duplicate key, no number beyond a float, …) or not in the shape
-Claude Code reads is refused and left untouched, and then nothing at all is written. A
-re-run with the same arguments changes nothing. `--replace` removes every entry of ours
-first and names what it removed; `--dry-run` writes nothing and says what it would do.
+Before a file is changed, its previous content is copied to a `.bak` (one per file,
+replaced each time): a project file's into the user's data directory
+(`backups/<project>-<hash>/…`, mcpgate.claude.files.backup_path: never an untracked file
+in the project), `~/.claude.json.bak` for the local scope. A JSON file is rewritten in
+its own style (indentation, or one compact line), so git shows only what changed. A
+file that is not strict JSON (bus.strict: no duplicate key, no number beyond a float,
+…) or not in the shape Claude Code reads is refused and left untouched, and then nothing
+at all is written. A re-run with the same arguments changes nothing. `--replace` removes
+every entry of ours first and names what it removed; `--dry-run` writes nothing and
+says what it would do.
 
 Writes never follow a link (a project may come from anyone's repository, and a
 repository can hold symbolic links): each file, and each backup, is written to a new
@@ -54,6 +58,7 @@ anything is written: to change what a link points to, edit that file yourself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -163,7 +168,7 @@ def shown_path(path: Path, project: Path) -> str:
 
 def json_plan(path: Path, label: str, old: bytes | None, merge, removed_note: str = "") -> Planned:
     """The plan for a JSON file from a claudeconfig.Merge of its content."""
-    new = claudeconfig.dump(merge.data, files.indent_of(old)).encode() if merge.changed else old
+    new = files.dump_like(merge.data, old) if merge.changed else old
     removed = [f"{item}{removed_note}" for item in merge.removed]
     return Planned(path, label, old, new, removed)
 
@@ -300,7 +305,10 @@ class Command(BusCommand):
 
             # Where the project is: its policy for requests is read there.
             services.seats.record_root(agent=agent, root=str(project))
-        self.report(agent, project, rooms, plans, room_states, pending, http, dry_run, why=why)
+        self.report(
+            agent, project, rooms, plans, room_states, pending, http, dry_run, why=why,
+            triage=triage,
+        )  # fmt: skip
 
     def plan(self, project, portable, env, argv, mcp_entry, *, http, replace) -> list[Planned]:
         """The project's settings files, .mcp.json and the local MCP scope: what each
@@ -459,14 +467,33 @@ class Command(BusCommand):
             "the agent named after its directory, in these rooms; a monitor runs `salon "
             "wait` for the whole session, so every claim is told with nothing to arm.",
         ]
-        leftovers = self.project_leftovers(project)
+        leftovers = {
+            root: found
+            for root in self.known_projects(project, pending)
+            if (found := self.project_leftovers(root))
+        }
         if leftovers:
             lines.append(
-                f"  note: {project} also has agent-salon entries from `salon install` "
-                f"({', '.join(leftovers)}): with the plugin both would run; `salon "
-                "uninstall` there removes them"
+                "  note: agent-salon entries from `salon install` are also in these "
+                "projects: with the plugin both would run; `salon uninstall` there removes "
+                "them:"
             )
+            lines += [f"    {root} ({', '.join(found)})" for root, found in leftovers.items()]
         self.say("\n".join(lines))
+
+    def known_projects(self, project: Path, pending) -> list[Path]:
+        """This directory, and every project the store knows (where `salon install` ran or
+        a session started): a project install there would run beside the plugin too."""
+        roots = [project]
+        if pending != "all":  # a store not made yet knows no project
+            from django.db import DatabaseError
+
+            from bus import services
+
+            # Not migrated yet (a dry run): this directory only.
+            with contextlib.suppress(DatabaseError):
+                roots += [Path(root) for root in services.seats.project_roots()]
+        return [root for root in dict.fromkeys(roots) if root.is_dir()]
 
     def project_leftovers(self, project: Path) -> list[str]:
         from mcpgate.management.commands.uninstall import Command as Uninstall
@@ -565,7 +592,9 @@ class Command(BusCommand):
 
     # ------------------------------------------------------------ the report
 
-    def report(self, agent, project, rooms, plans, room_states, pending, http, dry_run, *, why):
+    def report(
+        self, agent, project, rooms, plans, room_states, pending, http, dry_run, *, why, triage
+    ):
         lines = [
             f"salon install{' (dry run: nothing written)' if dry_run else ''}: agent {agent} "
             f"in {project}, rooms {', '.join(rooms)}",
@@ -575,6 +604,24 @@ class Command(BusCommand):
         mode = f"HTTP ({http})" if http else "stdio (salon mcp)"
         where = MCP if not why else "the local MCP scope"
         lines.append(f"  MCP server agent-salon: {mode}, in {where}")
+        would = "would be " if dry_run else ""
+        if triage:
+            lines.append(
+                f"  judge: AGENT_SALON_TRIAGE_CMD {would}set to `{claudeconfig.TRIAGE_COMMAND}` "
+                + (
+                    "in the hooks' commands (the daemon at the --http address judges with "
+                    "its own environment's)"
+                    if http
+                    else "in the hooks' commands and the MCP server's environment"
+                )
+            )
+        if http and not why:
+            # A teammate who clones the project gets this address too.
+            lines.append(
+                f"  note: {MCP}, a file to commit, {would}names this daemon's address "
+                f"({claudeconfig.base_url(http)}): a teammate's sessions need an agent-salon "
+                "daemon there too; install without --http for an entry that names no address"
+            )
         if why:
             lines.append(
                 f"  note: the commands name this machine's paths ({why}), so they went into "

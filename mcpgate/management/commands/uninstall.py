@@ -14,9 +14,13 @@ the machine, and an earlier install may have written the others:
 * the skill `.claude/skills/salon/SKILL.md` (and the backup install kept beside it), and
   the folders that leaves empty (`.claude/skills/salon`, `.claude/skills`, `.claude`).
 
-A JSON file is rewritten with its own indentation, so nothing else in it changes but
-what JSON cannot keep (spacing inside a line); a file left holding nothing but `{}` is
-removed. Each changed or removed configuration file is first copied to `<file>.bak`.
+A file install edited gets its own bytes back: when the backup install made of it (in
+the user's data directory, mcpgate.claude.files.backup_path) holds exactly what is left,
+that is written back; otherwise the file is rewritten in its own style (indentation, or
+one compact line). A file left holding nothing but `{}` is removed (install made it);
+`mcpServers`, or a project of the local scope, that removing ours leaves empty goes too.
+Each changed or removed configuration file is first backed up in the same place (never
+an untracked file in the project): after install and uninstall `git status` is as before.
 The same care as install: strict JSON in (an invalid file is refused, and then nothing
 is changed), atomic writes, never through a symbolic link. The rooms and the store are
 left alone (`salon rooms --archive ROOM`). `--dry-run` says what would be removed.
@@ -24,6 +28,7 @@ left alone (`salon rooms --archive ROOM`). `--dry-run` says what would be remove
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django.core.management.base import CommandError
@@ -48,7 +53,7 @@ class Command(BusCommand):
         "Remove from this project what `salon install` added: our hooks from "
         ".claude/settings.json and .claude/settings.local.json, the agent-salon server "
         "from .mcp.json and Claude Code's local MCP scope, and the salon skill. Everything "
-        "else is kept; each changed file is backed up as <file>.bak."
+        "else is kept; each changed file is backed up in the data directory."
     )
 
     def add_arguments(self, parser):
@@ -120,12 +125,11 @@ class Command(BusCommand):
         try:
             for label in (SETTINGS, LOCAL_SETTINGS):
                 old, data = files.read_json(project / label, label)
-                plans.append(emptied(json_plan(
-                    project / label, label, old, claudeconfig.without_our_hooks(data, label)
-                )))  # fmt: skip
+                merge = claudeconfig.without_our_hooks(data, label)
+                plans.append(undone(json_plan(project / label, label, old, merge), project))
             old, data = files.read_json(project / MCP, MCP)
-            plans.append(emptied(json_plan(project / MCP, MCP, old,
-                                           claudeconfig.without_our_server(data))))  # fmt: skip
+            merge = claudeconfig.without_our_server(data)
+            plans.append(undone(json_plan(project / MCP, MCP, old, merge), project))
         except claudeconfig.ShapeError as exc:
             raise CommandError(f"{exc}; it was left untouched and nothing was changed") from None
         key = files.project_key(project)
@@ -133,7 +137,7 @@ class Command(BusCommand):
             project, key, lambda data: claudeconfig.without_local_server(data, key)
         )
         if local is not None:
-            plans.append(local)
+            plans.append(undone(local, project))
         for path, label in ((project / SKILL, SKILL), (project / f"{SKILL}.bak", f"{SKILL}.bak")):
             old = files.read_bytes(path, label)
             if old is not None:
@@ -148,8 +152,16 @@ class Command(BusCommand):
                 folder.rmdir()
 
 
-def emptied(plan: Planned) -> Planned:
-    """A file that our removal leaves as `{}` is removed altogether (install made it)."""
-    if plan.changed and plan.new is not None and plan.new.strip() == b"{}":
+def undone(plan: Planned, project: Path) -> Planned:
+    """The file as it was before install: when the backup install made holds exactly
+    what is left once ours is removed, its own bytes come back (a compact line stays
+    compact, key order and spacing included), so git sees no change; a file left holding
+    nothing but `{}` is removed altogether (install made it)."""
+    if not plan.changed or plan.new is None:
+        return plan
+    earlier = files.read_bytes(files.backup_path(plan.path, project), plan.label)
+    if earlier is not None and files.same_json(earlier, json.loads(plan.new)):
+        plan.new = earlier
+    elif plan.new.strip() == b"{}":
         plan.new = None
     return plan
