@@ -294,9 +294,10 @@ def make_staff(env: dict[str, str], password: str, username: str = "staff") -> N
     assert made.returncode == 0, made.stderr
 
 
-def run_django_script(env: dict[str, str], code: str, cwd: Path, timeout: float = 120) -> str:
+def run_django_script(env: dict[str, str], code: str, cwd: Path, timeout: float = 600) -> str:
     """Run `code` in a real process with Django set up on the store of `env` (seeding),
-    the store made ready first as every `salon` process makes it (its secret)."""
+    the store made ready first as every `salon` process makes it (its secret). The timeout
+    only catches a hang: a day of seeded traffic takes minutes on a loaded machine."""
     ready = "from salon import config, store; store.prepare(config.merged_environment())\n"
     done = subprocess.run(
         [sys.executable, "-c", ready + code],

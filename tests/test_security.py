@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from mcpgate import local
 from tests.security_kit import (
     TRACEBACK,
     Mcp,
@@ -340,9 +341,17 @@ def test_a_stopped_server_does_not_hang_a_cli_command(tmp_path):
     of the store running and then SIGSTOPped — the daemon process and any helper process
     it started — `salon agents` still returns within a few seconds with the right answer
     (the local line's greeting and every wait on it have a timeout, then the command
-    works on the store itself)."""
-    with running_daemon(tmp_path) as daemon:
-        env = daemon.env
+    works on the store itself).
+
+    "Returns" is measured against this machine as it is now: the same command with no
+    server running, timed first, plus the local line's connect timeout and a margin (a
+    loaded machine makes every process slow, and that is not a hang)."""
+    env = private_env(tmp_path)
+    started = time.monotonic()
+    assert cli("agents", "--json", env=env).returncode == 0
+    without_server = time.monotonic() - started
+    budget = max(8.0, 2 * without_server + 4 * local.CONNECT_SECONDS + 2)
+    with running_daemon(tmp_path, env=env) as daemon:
         agent = unique("seen")
         assert notify(daemon.url, {"content": "here"}, label=agent).status_code == 202
         # Let the server's helpers come up, as they would in a day's use.
@@ -354,16 +363,17 @@ def test_a_stopped_server_does_not_hang_a_cli_command(tmp_path):
         try:
             started = time.monotonic()
             try:
-                done = cli("agents", "--json", env=env, timeout=8)
+                done = cli("agents", "--json", env=env, timeout=budget)
             except subprocess.TimeoutExpired:
-                pytest.fail("salon agents was still waiting after 8 s")
+                pytest.fail(f"salon agents was still waiting after {budget:.1f} s")
             elapsed = time.monotonic() - started
         finally:
             for pid in stopped:
                 os.kill(pid, signal.SIGCONT)
         assert done.returncode == 0, done.stderr
         assert agent in [a["agent"] for a in json.loads(done.stdout)["agents"]]
-        assert elapsed < 8
+        assert elapsed < budget
+    drop_store(env)
 
 
 # ---------------------------------------------------------------- finding 11: Last-Event-ID
