@@ -277,10 +277,7 @@ def test_no_reader_is_shown_a_whole_claude_session_id(salon):
     for shown in (listed, done.stdout, status):
         assert claimed[:9] not in shown
     [seat] = [
-        s
-        for a in json.loads(done.stdout)["agents"]
-        if a["agent"] == label
-        for s in a["seats"]
+        s for a in json.loads(done.stdout)["agents"] if a["agent"] == label for s in a["seats"]
     ]
     assert seat["session"] == claimed[:8]
 
