@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from collections.abc import Iterable, Sequence
 
 TYPE_CHECKING = False  # not typing's: the hooks import this module, and not typing
@@ -279,6 +280,13 @@ def event_id(value: str | None) -> int | None:
 
 
 # ---------------------------------------------------------------- output
+
+
+def stored_uuid(value: object) -> uuid.UUID | None:
+    """A stored UUID column's value where it is one; None for the text a row changed
+    outside the bus may hold there instead (salon.sqlite reads it as text), so that it is
+    never looked up."""
+    return value if isinstance(value, uuid.UUID) else None
 
 
 def safe_text(text: str) -> str:
