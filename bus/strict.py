@@ -289,6 +289,39 @@ def stored_uuid(value: object) -> uuid.UUID | None:
     return value if isinstance(value, uuid.UUID) else None
 
 
+# What a terminal acts on: C0 but tab and newline, DEL, C1 (ESC starts every sequence, so
+# with it escaped none is left); and lone surrogates, which no output can encode.
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# A line of an entry's text that could pass for what is printed around entries: a header
+# (`## <time> · room — TYPE → to  [sender]`), a flag (`!!! TAMPERED`), a `[salon]` line,
+# an id or clipped line.
+_ENTRY_FRAME = re.compile(r"\s*(#{1,6}\s*\d|\[salon\]|!!!|\(id |\[clipped:)")
+FRAME_INDENT = "    "
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every character a terminal would act on written as its escape
+    (`\\x1b`), so that no stored text can clear a screen or set a title."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _TERMINAL.sub(_escaped, text)
+
+
+def entry_text(text: str) -> str:
+    """An entry's text as the CLI, the hooks and `salon wait` print it: terminal_safe, and
+    every line that looks like an entry's frame (a header, a flag) indented, so that one
+    entry cannot pass for another sender's."""
+    text = terminal_safe(text)
+    return "\n".join(
+        FRAME_INDENT + line if _ENTRY_FRAME.match(line) else line for line in text.split("\n")
+    )
+
+
 def safe_text(text: str) -> str:
     """`text` with each lone surrogate written as its escape (\\udxxx), so that it can be
     encoded as UTF-8. Inside a JSON string the escape reads back as the same character,
