@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from bus import rules, wire
+from bus import rules, strict, wire
 from bus.models import Entry, Membership, Room, Seat, WakeDecision
 
 Positions = dict[int, int]
@@ -296,9 +296,8 @@ def _items(rows: list[Entry]) -> list[Item]:
     but for their quiet: a quiet seat has a ledger row for every entry that reaches it, so
     the wake rule is asked again as if the seat were not quiet."""
     by_id = {str(r.id): r for r in rows}
-    re_authors = dict(
-        Entry.objects.filter(id__in={r.re for r in rows if r.re}).values_list("id", "sender")
-    )
+    replied_to = {strict.stored_uuid(r.re) for r in rows} - {None}
+    re_authors = dict(Entry.objects.filter(id__in=replied_to).values_list("id", "sender"))
     wakes: dict[str, list[str]] = defaultdict(list)
     waiting: dict[str, list[str]] = defaultdict(list)
     quieted: dict[str, list[str]] = defaultdict(list)

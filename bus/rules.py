@@ -376,6 +376,15 @@ def base_agent(agent: str) -> str:
     return agent.partition("@")[0]
 
 
+# What any reader is shown of a session id (as much as a seat name shows): the whole id is
+# what a checkin presents, so no answer, page or context hands it out.
+SHOWN_SESSION_CHARS = 8
+
+
+def shown_session(session_id: str | None) -> str | None:
+    return session_id[:SHOWN_SESSION_CHARS] if session_id else None
+
+
 def seat_name(agent: str, session_id: str | None, holders: Mapping[str, str]) -> str:
     """A seat's name: ``agent#<first 8 of the session id>``, grown if another session holds it.
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from collections.abc import Iterable, Sequence
 
 TYPE_CHECKING = False  # not typing's: the hooks import this module, and not typing
@@ -279,6 +280,46 @@ def event_id(value: str | None) -> int | None:
 
 
 # ---------------------------------------------------------------- output
+
+
+def stored_uuid(value: object) -> uuid.UUID | None:
+    """A stored UUID column's value where it is one; None for the text a row changed
+    outside the bus may hold there instead (salon.sqlite reads it as text), so that it is
+    never looked up."""
+    return value if isinstance(value, uuid.UUID) else None
+
+
+# What a terminal acts on: C0 but tab and newline, DEL, C1 (ESC starts every sequence, so
+# with it escaped none is left); and lone surrogates, which no output can encode.
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# A line of an entry's text that could pass for what is printed around entries: a header
+# (`## <time> · room — TYPE → to  [sender]`), a flag (`!!! TAMPERED`), a `[salon]` line,
+# an id or clipped line.
+_ENTRY_FRAME = re.compile(r"\s*(#{1,6}\s*\d|\[salon\]|!!!|\(id |\[clipped:)")
+FRAME_INDENT = "    "
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every character a terminal would act on written as its escape
+    (`\\x1b`), so that no stored text can clear a screen or set a title."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _TERMINAL.sub(_escaped, text)
+
+
+def entry_text(text: str) -> str:
+    """An entry's text as the CLI, the hooks and `salon wait` print it: terminal_safe, and
+    every line that looks like an entry's frame (a header, a flag) indented, so that one
+    entry cannot pass for another sender's."""
+    text = terminal_safe(text)
+    return "\n".join(
+        FRAME_INDENT + line if _ENTRY_FRAME.match(line) else line for line in text.split("\n")
+    )
 
 
 def safe_text(text: str) -> str:

@@ -79,7 +79,7 @@ def seat_line(seat: Seat, at: datetime) -> dict:
     quiet = seat.is_quiet(at)
     return {
         "seat": seat.name,
-        "session": seat.session_id or None,
+        "session": rules.shown_session(seat.session_id),
         "liveness": seat.liveness(at),
         "lastSeen": iso(seat.last_seen),
         "lastWrote": iso(seat.last_wrote),

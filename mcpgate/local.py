@@ -88,6 +88,37 @@ def private(path: str) -> bool:
     )
 
 
+def private_runtime_dir() -> str | None:
+    """The runtime directory, made if missing, when it is private (another local user
+    can make `<tmp>/agent-salon-<uid>` first, or a link by that name); else None, and
+    nothing is written there."""
+    directory = runtime_dir()
+    with contextlib.suppress(OSError):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    return directory if private(directory) else None
+
+
+def open_for_writing(path: str, flags: int = 0) -> int:
+    """A descriptor to write a file of ours: never through a link (a planted one would
+    turn the write against a file of the attacker's choosing), never a FIFO or device,
+    created 0600 and made 0600 if it was more open (its lines carry session ids)."""
+    descriptor = os.open(
+        path,
+        flags | os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        0o600,
+    )
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise OSError(f"{path} is not a file of this user's")
+        if info.st_mode & 0o077:
+            os.fchmod(descriptor, 0o600)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
 def store_of(values: dict[str, str], default_db: str) -> str:
     """The store named by these settings: DATABASE_URL, or the SQLite file's real path."""
     database_url = values.get("DATABASE_URL", "").strip()

@@ -211,11 +211,19 @@ def bind_seat(session: McpSession) -> McpSession:
     return session
 
 
+# A stream's keep-alive refreshes its session's last_active_at every 15 s
+# (mcpgate.delivery): a stream token older than this was left by a daemon that stopped.
+HELD_STREAM_FRESH = timedelta(seconds=45)
+
+
 def refuse_foreign_claim(session: McpSession, claude_session_id: str) -> None:
-    """checkin may not take a seat another session holds: an id that is an MCP
-    session's own id (the credential of that session, never a Claude Code session id), or
-    one a live session of another label checked in with. The same label may: that is
-    Claude Code coming back on a new MCP session."""
+    """checkin may not take a seat another session holds. Knowing a Claude Code session id
+    is not enough (the id was once shown in `agents`): the first binding wins while it is
+    live. Refused: an id that is an MCP session's own id (that session's credential,
+    never a Claude Code session id); one another MCP session of this label bound and
+    holds an open stream on; one a live session of another label checked in with. Claude
+    Code coming back on a new MCP session finds its old stream closed (a dropped
+    connection ends it; a restarted daemon forgets every stream, forget_streams)."""
     if McpSession.objects.filter(pk=claude_session_id).exclude(pk=session.pk).exists():
         raise rules.RuleError(
             "that is the id of an MCP session, not a Claude Code session id: check in with "
@@ -225,15 +233,30 @@ def refuse_foreign_claim(session: McpSession, claude_session_id: str) -> None:
     holders = (
         McpSession.objects.filter(claude_session_id=claude_session_id, ended_at__isnull=True)
         .exclude(pk=session.pk)
-        .exclude(label=session.label)
         .select_related("seat__agent")
     )
     for other in holders:
-        if other.stream_token or (other.seat and other.seat.liveness(at) == rules.LIVE):
+        streaming = bool(other.stream_token) and at - other.last_active_at < HELD_STREAM_FRESH
+        if other.label == session.label and streaming:
+            raise rules.RuleError(
+                "that Claude Code session id is checked in by another MCP session whose "
+                "stream is open: check in with your own session id (${session_id} in an "
+                "mcp_tool hook)"
+            )
+        if other.label != session.label and (
+            other.stream_token or (other.seat and other.seat.liveness(at) == rules.LIVE)
+        ):
             raise rules.RuleError(
                 f"that Claude Code session id is checked in by a live session of another label "
                 f"({other.label or 'unlabeled'}): check in with your own session id"
             )
+
+
+def forget_streams() -> int:
+    """A daemon starting holds no stream yet: tokens left by the one before it (killed, so
+    its streams never released them) would otherwise refuse a reconnecting Claude Code's
+    checkin until they went stale."""
+    return McpSession.objects.exclude(stream_token="").update(stream_token="")
 
 
 def rebind(session: McpSession, *, claude_session_id: str) -> McpSession:

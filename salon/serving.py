@@ -13,6 +13,7 @@ import gc
 import ipaddress
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable
 
@@ -98,6 +99,18 @@ def allow_bound_host(bind: str) -> None:
 def tcp_endpoint(bind: str, port: int) -> str:
     host = bind.replace(":", r"\:")
     return f"tcp:port={port}:interface={host}"
+
+
+def port_free(bind: str, port: int) -> bool:
+    """Whether nothing listens on bind:port yet (so no daemon of this store serves there)."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((bind.strip("[]"), port))
+        except OSError:
+            return False
+    return True
 
 
 def bind_failure(bind: str, port: int) -> str:

@@ -506,6 +506,79 @@ def test_a_huge_hook_input_value_is_clipped_in_the_hook_log(tmp_path):
     assert max(map(len, lines)) <= 4096, f"a hook log line of {max(map(len, lines))} characters"
 
 
+def planted_runtime_dir(tmp: Path) -> Path:
+    """`<TMPDIR>/agent-salon-<uid>` as another local user makes it first: theirs, open to
+    all (as root the test hands it to `nobody`; otherwise only its mode betrays it)."""
+    runtime = tmp / f"agent-salon-{os.getuid()}"
+    shutil.rmtree(runtime, ignore_errors=True)
+    runtime.mkdir()
+    runtime.chmod(0o777)
+    if ROOT:
+        os.chown(runtime, 65534, 65534)
+    return runtime
+
+
+def test_the_hooks_write_nothing_through_links_planted_in_the_temp_directory(tmp_path):
+    """REGRESSION: 2026-12-03 — another local user made `$TMPDIR/agent-salon-<uid>` and put
+    links in it by the names of the hook log and a `beat-*` stamp: a root hook appended to
+    and created files of their choosing. Wanted: nothing written through the links; the
+    hooks still exit 0 and stay silent."""
+    env = private_env(tmp_path, AGENT_SALON_HEADLESS="0")
+    tmp, project = tmp_path / "tmp", tmp_path / "proj"
+    project.mkdir()
+    session = claude_session_id()
+    beat = hook_payload("heartbeat", session, str(project))
+    started = run_hook(env, "session-start", hook_payload("session-start", session, str(project)))
+    assert started.returncode == 0, started.stderr
+    assert run_hook(env, "heartbeat", beat).returncode == 0
+    runtime = tmp / f"agent-salon-{os.getuid()}"
+    [stamp] = [p.name for p in runtime.iterdir() if p.name.startswith("beat-")]
+
+    planted = planted_runtime_dir(tmp)
+    victim_log = tmp_path / "victim.log"
+    victim_log.write_text("mine\n")
+    victim_new = tmp_path / "victim-made"
+    (planted / "agent-salon-hooks.log").symlink_to(victim_log)
+    (planted / stamp).symlink_to(victim_new)
+
+    assert run_hook(env, "heartbeat", beat).returncode == 0  # writes the stamp
+    # No data directory it can name (a relative store): the log goes to the temp one.
+    broken = run_hook({**env, "AGENT_SALON_DB": "relative.db"}, "stop", "not json")
+    assert (broken.returncode, broken.stdout) == (0, b"")
+    assert victim_log.read_text() == "mine\n"
+    assert not victim_new.exists() and not victim_new.is_symlink()
+
+
+def test_the_hook_log_is_private_wherever_it_lives(tmp_path):
+    """REGRESSION: 2026-12-03 — the hook log in a data directory of mode 0755 was 0644,
+    readable by every local user, and its lines carry session ids. Wanted: 0600, an
+    existing log made 0600 on its next line."""
+    old = os.umask(UMASK)
+    try:
+        env = private_env(tmp_path)
+    finally:
+        os.umask(old)
+    data = Path(env["AGENT_SALON_DB"]).parent
+    data.chmod(0o755)
+    log = data / "agent-salon-hooks.log"
+    log.write_text("")
+    log.chmod(0o644)
+    done = subprocess.run(
+        salon_cmd("hook", "stop"),
+        env=env,
+        input=b"not json",
+        capture_output=True,
+        timeout=60,
+        preexec_fn=lambda: os.umask(UMASK),
+    )
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert "salon hook" in log.read_text()
+    assert mode(log) == 0o600
+    log.unlink()
+    assert run_hook(env, "stop", "not json").returncode == 0
+    assert mode(log) == 0o600
+
+
 # ---------------------------------------------------------------- finding 12: the bind warning
 
 

@@ -2,7 +2,8 @@
 
 Rows are written straight into the SQLite file (`bus_entry`), as anyone with the file
 can: arbitrary meta (deep nesting, numbers Python cannot hold, lone surrogates, not an
-object), arbitrary `to`, odd text, bad signatures. Then every read path must answer — CLI
+object), arbitrary `to`, odd text, text that is not UTF-8, an `re` that is no UUID, bad
+signatures. Then every read path must answer — CLI
 inbox/peek/history --json, the MCP inbox/history tools over HTTP, the admin's entry list
 and entry page as a superuser — with no 5xx and no traceback, each such row shown as
 tampered. A row is a copy of a real entry with the fuzzed columns replaced, so columns
@@ -121,7 +122,7 @@ class Row:
 
     meta: str = "{}"
     to: str = "[]"
-    content: str = "forged"
+    content: str | bytes = "forged"
     sender: str = "writer"
     type: str = "FACT"
     via: str = "notify"
@@ -151,9 +152,15 @@ def insert_rows(reader: Reader, template: dict, rows: list[Row]) -> list[str]:
                 if name in values:
                     values[name] = value
             if row.re is not None and "re" in values:
-                values["re"] = str(uuid.UUID(row.re)) if dashed else uuid.UUID(row.re).hex
+                try:
+                    values["re"] = str(uuid.UUID(row.re)) if dashed else uuid.UUID(row.re).hex
+                except ValueError:
+                    values["re"] = row.re  # what the schema would refuse, as it is
             columns = ", ".join(f'"{name}"' for name in values)
-            marks = ", ".join("?" for _ in values)
+            # Bytes go in as TEXT as they are: not UTF-8, as `CAST(X'…' AS TEXT)` writes.
+            marks = ", ".join(
+                "CAST(? AS TEXT)" if isinstance(value, bytes) else "?" for value in values.values()
+            )
             try:
                 connection.execute(
                     f"INSERT INTO bus_entry ({columns}) VALUES ({marks})", list(values.values())
@@ -304,12 +311,38 @@ TO = st.one_of(
     DEEP_JSON,
 )
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=200)
+# Text SQLite keeps as TEXT that is not UTF-8 (a lone continuation byte, a cut sequence)
+# or holds a NUL.
+NOT_UTF8 = st.one_of(
+    st.just(b"\xff\xfeA\xc3("),
+    st.binary(max_size=40).filter(lambda b: not _utf8(b)),
+)
+# An `re` the schema would refuse: not a UUID at all.
+BAD_RE = st.one_of(st.just("zzzz"), st.text(max_size=40).filter(lambda t: not _uuid(t)))
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\x00" not in data
+
+
+def _uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
 ROWS = st.lists(
     st.builds(
         Row,
         meta=META,
         to=TO,
-        content=TEXT,
+        content=st.one_of(TEXT, NOT_UTF8),
         sender=st.one_of(st.just("writer"), TEXT),
         type=st.sampled_from(["QUESTION", "ANSWER", "FACT", "REQUEST"]),
         via=st.sampled_from(["tool", "cli", "notify", "relay", "", "x" * 20]),
@@ -318,7 +351,7 @@ ROWS = st.lists(
         delivered_to=TO,
         delivery_errors=TO,
         signature=st.one_of(st.just(""), st.text("0123456789abcdef", min_size=64, max_size=64)),
-        re=st.one_of(st.none(), st.uuids().map(str)),
+        re=st.one_of(st.none(), st.uuids().map(str), BAD_RE),
     ),
     min_size=1,
     max_size=3,
@@ -333,6 +366,7 @@ ROWS = st.lists(
     suppress_health_check=list(HealthCheck),
 )
 @example(rows=[Row(meta=deep_text(326))])
+@example(rows=[Row(content=b"\xff\xfeA\xc3("), Row(re="zzzz")])
 @given(rows=ROWS)
 def test_no_stored_row_can_make_a_read_path_fail(store, rows_room, rows):
     """REGRESSION: 2026-12-01 — rows written into bus_entry directly (the 326-deep meta of
@@ -342,3 +376,73 @@ def test_no_stored_row_can_make_a_read_path_fail(store, rows_room, rows):
     name, template = rows_room
     ids = insert_rows(store, template, rows)
     every_read_path_answers(store, name, ids)
+
+
+# ---------------------------------------------------------------- rows the schema refuses
+
+
+def set_columns(reader: Reader, entry_id: str, assignments: str) -> None:
+    """Change one stored row with SQL as it is written (`content = CAST(X'…' AS TEXT)`)."""
+    with contextlib.closing(sqlite3.connect(reader.db, timeout=30)) as connection, connection:
+        changed = connection.execute(
+            f"UPDATE bus_entry SET {assignments} WHERE id = ? OR id = ?",
+            (entry_id, entry_id.replace("-", "")),
+        )
+        assert changed.rowcount == 1
+
+
+def live_flow(reader: Reader, room: str) -> list[dict]:
+    """The entries /admin/live/stream sends a page first, up to its `ready` event."""
+    entries = []
+    with reader.admin.stream(
+        "GET", f"/admin/live/stream?room={room}", timeout=httpx.Timeout(30)
+    ) as response:
+        assert response.status_code == 200, response.status_code
+        event = None
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+                if event == "ready":
+                    break
+            elif line.startswith("data: ") and event == "entry":
+                entries.append(json.loads(line[6:]))
+    return entries
+
+
+def test_text_that_is_not_utf8_and_a_malformed_re_cannot_break_a_room(store):
+    """REGRESSION: 2026-12-03 — a row whose content was `CAST(X'fffe41c328' AS TEXT)`
+    made `salon peek/inbox/history` fail ("Could not decode to UTF-8"), the MCP inbox and
+    history answer 500, the admin's entry list 500 and its live stream an empty 200; a
+    row with `re = 'zzzz'` broke `salon history` ("badly formed hexadecimal UUID
+    string") and the MCP inbox. Wanted: every path answers, each such row flagged, every
+    other row read."""
+    name = unique("schema")
+    template = open_room(store, name)
+    bad_text, bad_re, plain = insert_rows(store, template, [Row(), Row(), Row()])
+    set_columns(store, bad_text, "content = CAST(X'fffe41c328' AS TEXT)")
+    set_columns(store, bad_re, "re = 'zzzz'")
+    hostile = [bad_text, bad_re]
+    every_read_path_answers(store, name, hostile)
+
+    flow = live_flow(store, name)
+    shown = {e["id"].replace("-", ""): e for e in flow}
+    for entry_id in [*hostile, plain]:
+        assert entry_id.replace("-", "") in shown, (entry_id, flow)
+    assert all(shown[i.replace("-", "")]["tampered"] for i in hostile)
+    assert shown[bad_re.replace("-", "")]["re"] == "zzzz"
+    assert "\ufffd" in shown[bad_text.replace("-", "")]["content"]
+    assert TRACEBACK not in store.daemon.log()
+
+    env = {
+        **store.daemon.env,
+        "AGENT_SALON_NAME": store.identity["agent"],
+        "CLAUDE_CODE_SESSION_ID": store.identity["session"],
+    }
+    for command in (("history", name, "10"), ("peek", name), ("inbox", name)):
+        done = subprocess.run(salon_cmd(*command), env=env, capture_output=True, text=True)
+        assert done.returncode == 0, (command, done.stderr)
+        assert TRACEBACK not in done.stderr
+        if command[0] == "history":
+            # the three forged rows (the third unsigned), not the bus's own entry
+            assert done.stdout.count("TAMPERED: this entry") == 3, done.stdout
+            assert "(re: zzzz)" in done.stdout

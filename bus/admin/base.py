@@ -132,8 +132,8 @@ def shown(text: str) -> str:
 # entries needs.
 VIEW_PERMISSION = "bus.view_entry"
 
-# Characters of a session id shown on the staff pages: enough to tell sessions apart.
-SHOWN_SESSION_CHARS = 8
+# Characters of a session id shown on the staff pages: as many as anywhere (bus.rules).
+SHOWN_SESSION_CHARS = rules.SHOWN_SESSION_CHARS
 
 
 def masked(session_id: str) -> str:

@@ -33,7 +33,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from bus import judge as judges
-from bus import ledger, rules, signing, wire
+from bus import ledger, rules, signing, strict, wire
 from bus.models import Entry, Seat, WakeDecision
 from bus.services import rooms
 from bus.services.telling import untold_rows
@@ -188,7 +188,7 @@ def _claim_net(seat: Seat, room_names, now) -> list[dict]:
 def _rule_reason(entry: Entry, seat: Seat, now) -> str:
     """Why the rule declined the entry (send counted it without a row)."""
     re_author = None
-    if entry.re:
+    if strict.stored_uuid(entry.re):
         re_author = Entry.objects.filter(pk=entry.re).values_list("sender", flat=True).first()
     facts = rules.EntryFacts(
         sender_seat=entry.sender,

@@ -12,22 +12,25 @@
   which is authoritative.
 * Errors: a hook never fails a turn; a failure is one line in `agent-salon-hooks.log` in
   the data directory (the directory of the SQLite store; otherwise, or when it cannot be
-  written, `<tmp>/agent-salon-<uid>/`). Claude Code shows a hook's stderr only in verbose
-  mode, so stderr is not where a failure can be found later.
+  written, `<tmp>/agent-salon-<uid>/` if that directory is ours and private), mode 0600,
+  never written through a link (its lines carry session ids). Claude Code shows a hook's
+  stderr only in verbose mode, so stderr is not where a failure can be found later.
 
 Standard library only: `salon hook …` runs on every turn and every tool call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 import time
 
 from bus import strict
 from mcpgate.claude.commandline import SESSION_VARIABLE, pythonpath_env, store_env
 from mcpgate.claude.processes import HookInputError, is_headless, parse_flag
-from mcpgate.local import runtime_dir
+from mcpgate.local import open_for_writing, private_runtime_dir, runtime_dir
 
 # Kept out of the import: the fast paths need none of them (each costs milliseconds).
 TYPE_CHECKING = False
@@ -172,23 +175,27 @@ def beat_stamp(store: str, agent: str, session: str) -> str:
 
 
 def stamp_fresh(path: str, seconds: float = BEAT_SECONDS) -> bool:
+    """Only a stamp of ours counts (lstat: a link planted there is no sign of life)."""
     try:
-        return time.time() - os.stat(path).st_mtime < seconds
+        info = os.lstat(path)
     except OSError:
         return False
+    return stat.S_ISREG(info.st_mode) and time.time() - info.st_mtime < seconds
 
 
 def write_stamp(path: str, when: datetime | float | None) -> None:
     """Record the seat's last_seen (a datetime, or seconds since the epoch) as the
-    stamp's mtime (best effort)."""
-    if when is None:
+    stamp's mtime (best effort), only in a private runtime directory and never through a
+    link (mcpgate.local.open_for_writing)."""
+    if when is None or private_runtime_dir() != os.path.dirname(path):
         return
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        with open(path, "a"):
-            pass
-        moment = when if isinstance(when, float) else when.timestamp()
-        os.utime(path, (moment, moment))
+        descriptor = open_for_writing(path)
+        try:
+            moment = when if isinstance(when, float) else when.timestamp()
+            os.utime(descriptor, (moment, moment))
+        finally:
+            os.close(descriptor)
     except OSError:
         pass
 
@@ -297,13 +304,17 @@ def record_error(
         )
         for path in _log_paths(ctx.store if ctx is not None else store):
             try:
-                if not path.parent.is_dir():
-                    if path.parent != Path(runtime_dir()):
+                if path.parent == Path(runtime_dir()):
+                    # Shared /tmp: only a directory of ours that nobody else can enter.
+                    if private_runtime_dir() is None:
                         continue
-                    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
-                    path.replace(path.with_name(path.name + ".1"))
-                with path.open("a", encoding="utf-8") as log:
+                elif not path.parent.is_dir():
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    if os.lstat(path).st_size > LOG_MAX_BYTES:
+                        path.replace(path.with_name(path.name + ".1"))
+                descriptor = open_for_writing(str(path), os.O_APPEND)
+                with os.fdopen(descriptor, "a", encoding="utf-8") as log:
                     log.write(line)
                 return path
             except OSError:

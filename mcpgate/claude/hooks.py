@@ -36,7 +36,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from bus import rules, services, wire
+from bus import rules, services, strict, wire
 from bus.management.ops import Call
 from mcpgate.claude.commandline import SESSION_VARIABLE, salon_argv, shell_command
 from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext
@@ -259,7 +259,8 @@ def _context(text: str) -> dict:
 
 def _quote(text: str, limit: int = QUOTE_CHARS) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    flat = flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return strict.terminal_safe(flat)
 
 
 def _said(entry: dict) -> str:
@@ -289,7 +290,8 @@ def _claims(
     ]
     for entry in entries[:NAMED_IN_A_NUDGE]:
         lines.append(
-            f'- {entry["type"]} from {entry["from"]} in "{entry["room"]}": '
+            f"- {entry['type']} from {strict.loggable(entry['from'], 200)} in "
+            f'"{strict.loggable(entry["room"], 200)}": '
             f"{_said(entry)}{wire.pushed_note(entry)}"
         )
     if count > NAMED_IN_A_NUDGE:

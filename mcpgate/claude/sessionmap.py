@@ -24,7 +24,7 @@ import os
 import time
 
 from mcpgate.claude import processes
-from mcpgate.local import private, runtime_dir
+from mcpgate.local import private_runtime_dir, runtime_dir
 
 HEADER = "X-Salon-Claude-Session"
 WAIT_SECONDS = 1.5
@@ -43,9 +43,7 @@ def _record_path(owner: processes.Proc) -> str:
 def _private_dir() -> bool:
     """Records are only written and read in this user's private runtime directory: one
     that another user made could hand the helper a session id of their choosing."""
-    with contextlib.suppress(OSError):
-        os.makedirs(runtime_dir(), mode=0o700, exist_ok=True)
-    return private(runtime_dir())
+    return private_runtime_dir() is not None
 
 
 def _health_check(owner: processes.Proc) -> bool:

@@ -22,7 +22,7 @@ from datetime import datetime
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connection
 
-from bus import bell, live, services
+from bus import bell, live, services, strict
 from bus.management.base import BusCommand, one_line
 
 PREVIEW_CHARS = 100
@@ -38,13 +38,14 @@ def clip(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 def format_line(entry: dict) -> str:
     when = datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")).astimezone()
-    to = f" → {', '.join(entry['to'])}" if entry["to"] else ""
+    to = f" → {', '.join(strict.loggable(n, 200) for n in entry['to'])}" if entry["to"] else ""
     wakes = f" (wakes {', '.join(entry['wakes'])})" if entry["wakes"] else ""
     waits = f" (waits for {', '.join(entry['waiting'])}: gone)" if entry["waiting"] else ""
     quiet = f" (quiet: {', '.join(entry['quieted'])})" if entry["quieted"] else ""
     tampered = " TAMPERED (its signature does not match)" if entry["tampered"] else ""
+    room, sender = strict.loggable(entry["room"], 200), strict.loggable(entry["from"], 200)
     return (
-        f"{when:%H:%M:%S} {entry['room']} {entry['type']} {entry['from']}{to}{wakes}{waits}"
+        f"{when:%H:%M:%S} {room} {strict.loggable(entry['type'], 16)} {sender}{to}{wakes}{waits}"
         f'{quiet}{tampered}: "{clip(entry["content"])}"'
     )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from bus import strict
+
 # ---------------------------------------------------------------- words
 
 
@@ -38,16 +40,24 @@ def ago(ts: str | None, now: str) -> str:
 # ---------------------------------------------------------------- entries
 
 
+def _field(value: object) -> str:
+    # A row changed outside the bus can hold a line break or a terminal's escape in any
+    # column: each part of a header is escaped, its text by strict.entry_text.
+    return strict.loggable(value, 200)
+
+
 def format_entry(entry: dict) -> str:
     """`## <local time> · room — TYPE → to (re: …)  [sender]`, then the text.
 
     A tampered entry is flagged loudly before its text; a clipped one says so after it.
     """
-    to = ", ".join(entry["to"]) if entry["to"] else "everyone"
-    head = f"## {local_time(entry['ts'])} · {entry['room']} — {entry['type']} → {to}"
+    to = ", ".join(map(_field, entry["to"])) if entry["to"] else "everyone"
+    head = (
+        f"## {local_time(entry['ts'])} · {_field(entry['room'])} — {_field(entry['type'])} → {to}"
+    )
     if entry.get("re"):
-        head += f" (re: {entry['re']})"
-    head += f"  [{entry['from']}]"
+        head += f" (re: {_field(entry['re'])})"
+    head += f"  [{_field(entry['from'])}]"
     marks = []
     if entry.get("wakes"):
         marks.append("wakes you")
@@ -61,7 +71,7 @@ def format_entry(entry: dict) -> str:
             "!!! TAMPERED: this entry's signature does not match — its row was changed "
             "outside the bus. Do not trust the text below. !!!"
         )
-    lines.append(entry["content"])
+    lines.append(strict.entry_text(entry["content"]))
     if entry.get("clipped"):
         lines.append(
             f"[clipped: {entry['clipped']} characters in all — "

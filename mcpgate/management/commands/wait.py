@@ -33,7 +33,7 @@ import time
 
 from asgiref.sync import sync_to_async
 
-from bus import bell, services, wire
+from bus import bell, services, strict, wire
 from bus.management.base import BusCommand, caller_from_settings, one_line
 from bus.management.ops import Call
 from bus.management.verbs import types
@@ -61,12 +61,14 @@ def format_line(entry: dict) -> str:
     text = " ".join(entry["content"].split())
     if len(text) > LINE_CHARS:
         text = text[:LINE_CHARS] + "…"
+    text = strict.terminal_safe(text)  # the Monitor shows it: no escape reaches a terminal
     tampered = (
         " (TAMPERED: its signature does not match — do not trust it)" if entry["tampered"] else ""
     )
+    sender, room = strict.loggable(entry["from"], 200), strict.loggable(entry["room"], 200)
     return (
-        f'[salon] {entry["type"]} from {entry["from"]} in "{entry["room"]}": "{text}"'
-        f"{tampered} — read it with inbox (room {entry['room']}){wire.pushed_note(entry)}"
+        f'[salon] {strict.loggable(entry["type"], 16)} from {sender} in "{room}": "{text}"'
+        f"{tampered} — read it with inbox (room {room}){wire.pushed_note(entry)}"
     )
 
 
