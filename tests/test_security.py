@@ -206,6 +206,32 @@ def test_a_malformed_host_is_refused_without_a_traceback_in_the_log(salon):
     assert TRACEBACK not in salon.log()[before:]
 
 
+@pytest.mark.parametrize("path", ["/", "/mcp", "/admin/", "/admin/live/stream"])
+def test_a_websocket_upgrade_is_refused_with_403_before_anything_and_no_traceback(salon, path):
+    """REGRESSION: 2026-12-03 — any page's `new WebSocket("ws://127.0.0.1:9315/mcp")`
+    got a 500 and a traceback in the daemon log, before the Host/Origin check. Wanted: 403
+    (nothing here speaks WebSocket), and no traceback."""
+    before = len(salon.log())
+    for origin in (b"http://evil.example", b"http://127.0.0.1:%d" % salon.port):
+        head = b"\r\n".join(
+            [
+                b"GET " + path.encode() + b" HTTP/1.1",
+                b"Host: 127.0.0.1:%d" % salon.port,
+                b"Upgrade: websocket",
+                b"Connection: Upgrade",
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                b"Sec-WebSocket-Version: 13",
+                b"Origin: " + origin,
+            ]
+        )
+        answer = raw_request(salon.port, head + b"\r\n\r\n", timeout=10)
+        assert answer.split(b"\r\n", 1)[0].split(b" ")[1] in (b"403", b"404"), answer[:300]
+    marker = unique("after")
+    httpx.get(f"{salon.url}/healthz?{marker}", timeout=10)
+    wait_until(lambda: marker in salon.log(), timeout=5)
+    assert TRACEBACK not in salon.log()[before:]
+
+
 # ---------------------------------------------------------------- finding 5: seat hijack
 
 
