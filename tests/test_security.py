@@ -11,12 +11,14 @@ test_security_crash.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -659,3 +661,70 @@ def test_the_access_log_clips_and_escapes_query_strings(salon):
     # The request is in the access log: escaped and clipped, not left out.
     (logged,) = [line for line in salon.log().splitlines() if marker in line]
     assert "A\\x7f" in logged and "characters)" in logged
+
+
+# ---------------------------------------------------------------- slow connections
+
+
+def test_slow_requests_are_timed_out_and_one_address_cannot_pile_up_connections(tmp_path):
+    """REGRESSION: 2026-12-03 — 40 connections that sent part of a request head and 20
+    that sent part of a body stayed open past 60 s. Wanted: a head and a body deadline
+    (408), a cap on one address's connections (503), and a stream that has arrived is
+    never cut by either."""
+    timeouts = {"AGENT_SALON_HEADER_TIMEOUT": "4", "AGENT_SALON_BODY_TIMEOUT": "4"}
+    with running_daemon(tmp_path, AGENT_SALON_CONNECTIONS_PER_ADDRESS="40", **timeouts) as salon:
+        watcher = Mcp(salon.url, label="watcher").open()
+        watcher.seat()  # a seat in the default room
+        pushed: list[str] = []
+        stream = httpx.stream(
+            "GET", watcher.url, headers=watcher.headers(accept="text/event-stream"), timeout=60
+        )
+
+        opened = threading.Event()
+
+        def read_stream():
+            with stream as response, contextlib.suppress(httpx.HTTPError):
+                opened.set()
+                pushed.extend(line for line in response.iter_lines() if line)
+
+        reader = threading.Thread(target=read_stream, daemon=True)
+        reader.start()
+        assert opened.wait(30)
+
+        host = b"Host: 127.0.0.1:%d\r\n" % salon.port
+        heads = [b"GET /healthz HTTP/1.1\r\n" + host + b"X-Slow: "] * 15
+        bodies = [
+            b"POST /notify?label=slow HTTP/1.1\r\n" + host
+            + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"content\""
+        ] * 10  # fmt: skip
+        slow = []
+        for part in heads + bodies:
+            connection = socket.create_connection(("127.0.0.1", salon.port), timeout=30)
+            connection.sendall(part)
+            slow.append(connection)
+        idle = [socket.create_connection(("127.0.0.1", salon.port)) for _ in range(14)]
+        # The stream, 25 slow and 14 idle: 40 of 40. The next ones from here are refused.
+        ask = b"GET /healthz HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n"
+        over = [raw_request(salon.port, ask, timeout=10) for _ in range(3)]
+        assert all(answer.startswith(b"HTTP/1.1 503") for answer in over), over
+
+        def answer_of(connection: socket.socket) -> bytes:
+            chunks = []
+            with contextlib.suppress(OSError):
+                while chunk := connection.recv(65536):
+                    chunks.append(chunk)
+            connection.close()
+            return b"".join(chunks)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(answer_of, slow + idle))
+        assert time.monotonic() - started < 30
+        assert all(a.startswith(b"HTTP/1.1 408") for a in answers[:25]), answers[:25]
+        assert answers[25:] == [b""] * 14  # idle: closed without a word
+        # The slots are free again, and the stream that had arrived is still open.
+        assert httpx.get(salon.url + "/healthz", timeout=10).status_code == 200
+        assert notify(salon.url, {"content": "still here", "to": ["watcher"]}).status_code == 202
+        assert wait_until(lambda: any("still here" in line for line in pushed), timeout=15)
+        assert reader.is_alive()
+        assert TRACEBACK not in salon.log()
