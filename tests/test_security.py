@@ -728,3 +728,61 @@ def test_slow_requests_are_timed_out_and_one_address_cannot_pile_up_connections(
         assert wait_until(lambda: any("still here" in line for line in pushed), timeout=15)
         assert reader.is_alive()
         assert TRACEBACK not in salon.log()
+
+
+# ---------------------------------------------------------------- unused MCP sessions
+
+
+def session_ids(env: dict[str, str]) -> set[str]:
+    return {row[0] for row in query_store(env, "SELECT id FROM mcpgate_mcpsession")}
+
+
+def test_an_unused_mcp_session_is_forgotten_within_minutes_and_a_used_one_is_kept(salon):
+    """REGRESSION: 2026-12-03 — a session nobody used after initialize stayed for 7 days
+    (AGENT_SALON_SESSION_IDLE), so a flood of initializes filled the store. Wanted: one
+    with no request, seat or stream for minutes is forgotten; a used one stays."""
+    unused = Mcp(salon.url, label=unique("idle")).open()
+    used = Mcp(salon.url, label=unique("busy")).open()
+    used.seat()
+    execute_store(
+        salon.env,
+        "UPDATE mcpgate_mcpsession SET last_active_at = '2000-01-02 00:00:00' WHERE id IN (?, ?)",
+        (unused.session_id, used.session_id),
+    )
+    later = Mcp(salon.url, label=unique("later")).open()  # a new session sweeps
+    assert later.initialized.status_code == 200
+    held = session_ids(salon.env)
+    assert unused.session_id not in held and used.session_id in held
+    gone = unused.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+    assert gone.status_code == 404  # the client initializes again
+
+
+def test_one_address_cannot_open_more_than_a_hundred_unused_mcp_sessions(tmp_path):
+    """REGRESSION: 2026-12-03 — 2,500 unauthenticated initializes in 12 s made 2,626
+    session rows. Wanted: an address holds at most 100 unused sessions; the next
+    initialize gets 429 with a JSON-RPC error saying what to do, and using one makes
+    room."""
+    with running_daemon(tmp_path) as salon, httpx.Client(timeout=30) as client:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}},
+        }
+        headers = {"accept": "application/json, text/event-stream"}
+        answers = [
+            client.post(f"{salon.url}/mcp?label=flood", json=message, headers=headers)
+            for _ in range(110)
+        ]
+        statuses = [answer.status_code for answer in answers]
+        assert statuses == [200] * 100 + [429] * 10, statuses
+        error = answers[-1].json()["error"]
+        assert "unused" in error["message"] and "Mcp-Session-Id" in error["message"]
+        assert len(session_ids(salon.env)) == 100
+        assert TRACEBACK not in salon.log()
+
+        first = Mcp(salon.url, label="flood")
+        first.session_id = answers[0].headers["mcp-session-id"]
+        first.seat()  # used: no longer counted
+        again = client.post(f"{salon.url}/mcp?label=flood", json=message, headers=headers)
+        assert again.status_code == 200, again.text
