@@ -259,7 +259,8 @@ def daemon(store: str = "sqlite", *, workers: int = 1, **extra: str) -> Iterator
         raise ValueError(f"unknown store {store!r}; one of {', '.join(STORES)}")
     with tempfile.TemporaryDirectory(prefix="salon-bench-") as tmp:
         workdir = Path(tmp)
-        env = salon_env(workdir, **extra)
+        # Every benchmark client comes from 127.0.0.1: no cap on one address's connections.
+        env = salon_env(workdir, **{"AGENT_SALON_CONNECTIONS_PER_ADDRESS": "0", **extra})
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)
         pg = fresh_postgres() if store.startswith("postgres") else None

@@ -218,7 +218,10 @@ class McpExchange:
                 version=version,
                 client_info=message.params.get("clientInfo") or {},
                 claude_session=self.headers.get(sessions.CLAUDE_SESSION_HEADER, ""),
+                address=(self.scope.get("client") or [None])[0],
             )
+        except sessions.TooManySessions as exc:
+            raise protocol.http_error(429, str(exc), protocol.INVALID_REQUEST, message.id) from None
         except RuleError as exc:
             message_text = f"{sessions.CLAUDE_SESSION_HEADER}: {exc}"
             raise protocol.http_error(

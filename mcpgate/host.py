@@ -42,7 +42,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from bus import bell
+from bus import bell, strict
 from bus.management import ops
 from bus.models import Seat
 from mcpgate import companions, delivery, local, protocol
@@ -235,10 +235,13 @@ class LineServer:
             body = await asyncio.wait_for(_read_to_end(reader), local.ANSWER_SECONDS)
             if body is None:
                 return {"ok": False, "error": "the request is too large"}
-            request = json.loads(body)
+            request = strict.decode_json(body)
             if not isinstance(request, dict) or request.get("v") != local.WIRE_VERSION:
                 return {"ok": False, "error": "not a request of this wire version"}
-        except (ValueError, TimeoutError):
+        except strict.NotJson as exc:
+            log.warning("the local line refused a request: %s", exc)
+            return {"ok": False, "error": f"unreadable request: {exc}"}
+        except TimeoutError:
             return {"ok": False, "error": "unreadable request"}
         if request.get("store") != self.store:
             return {"ok": False, "error": "another store"}

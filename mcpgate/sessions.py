@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
+from collections import deque
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from bus import rules, services
@@ -40,12 +43,78 @@ def validate_rooms(names: list[str]) -> list[str]:
 CLAUDE_SESSION_HEADER = "x-salon-claude-session"
 
 
+# A session nobody has used — no seat, no Claude Code session, no open stream — is a
+# health check, one of the pair Claude Code opens when it recovers, or a flood: it is
+# forgotten (deleted: nothing refers to it) after these minutes without a request, and one
+# client address may hold at most so many of them (sessions of this process).
+UNUSED_SESSION_IDLE = timedelta(minutes=10)
+MAX_UNUSED_SESSIONS_PER_ADDRESS = 100
+UNUSED = Q(seat__isnull=True, claude_session_id="", stream_token="", ended_at__isnull=True)
+
+
+class TooManySessions(Exception):
+    """This client address holds too many unused sessions; str() says what to do."""
+
+
+class NewSessions:
+    """The sessions this process opened, per client address, while they may be unused.
+
+    Only the database thread touches it (database_sync_to_async runs one at a time)."""
+
+    def __init__(self) -> None:
+        self.by_address: dict[str, deque[tuple[float, str]]] = {}
+
+    def check(self, address: str) -> None:
+        """Raises TooManySessions when `address` holds the most unused sessions it may."""
+        recent = self._recent(address)
+        if len(recent) < MAX_UNUSED_SESSIONS_PER_ADDRESS:
+            return
+        unused = set(
+            McpSession.objects.filter(UNUSED, id__in=[i for _, i in recent]).values_list(
+                "id", flat=True
+            )
+        )
+        recent = deque(item for item in recent if item[1] in unused)
+        self.by_address[address] = recent
+        if len(recent) >= MAX_UNUSED_SESSIONS_PER_ADDRESS:
+            raise TooManySessions(
+                f"{len(recent)} MCP sessions opened from your address are still unused: use "
+                "one of them (its Mcp-Session-Id) or wait a few minutes before opening another"
+            )
+
+    def add(self, address: str, session_id: str) -> None:
+        self._recent(address).append((time.monotonic(), session_id))
+        if len(self.by_address) > 1024:  # forget the addresses that went quiet
+            for other in list(self.by_address):
+                if not self._recent(other):
+                    del self.by_address[other]
+
+    def _recent(self, address: str) -> deque[tuple[float, str]]:
+        recent = self.by_address.setdefault(address, deque())
+        cutoff = time.monotonic() - UNUSED_SESSION_IDLE.total_seconds()
+        while recent and recent[0][0] < cutoff:
+            recent.popleft()
+        return recent
+
+
+new_sessions = NewSessions()
+
+
 def create_session(
-    *, label: str, rooms: list[str], version: str, client_info: dict, claude_session: str = ""
+    *,
+    label: str,
+    rooms: list[str],
+    version: str,
+    client_info: dict,
+    claude_session: str = "",
+    address: str | None = None,
 ) -> McpSession:
     """A new MCP session; with `claude_session` (the header above, checked as a checkin's
-    id is), already bound to that Claude Code session."""
+    id is), already bound to that Claude Code session. `address`: the client's, for the
+    cap on unused sessions (TooManySessions)."""
     sweep_idle()
+    if address:
+        new_sessions.check(address)
     session = McpSession(
         id=secrets.token_hex(16),
         label=label,
@@ -58,6 +127,8 @@ def create_session(
         session.claude_session_id = rules.validate_claimed_session(claude_session)
         refuse_foreign_claim(session, session.claude_session_id)
     session.save(force_insert=True)
+    if address:
+        new_sessions.add(address, session.id)
     return session
 
 
@@ -105,14 +176,17 @@ def mark_sessions_active(session_ids: set[str]) -> None:
 
 
 def sweep_idle() -> int:
-    """Forget sessions with no stream and no request for AGENT_SALON_SESSION_IDLE.
+    """Forget sessions with no stream and no request for AGENT_SALON_SESSION_IDLE, and
+    delete unused ones (UNUSED) after UNUSED_SESSION_IDLE.
 
     The keep-alive ticker refreshes last_active_at of every open stream's session every
     15 s (mcpgate.delivery), so a session with an open stream is never swept.
     """
-    cutoff = timezone.now() - settings.SESSION_IDLE
+    at = timezone.now()
+    McpSession.objects.filter(UNUSED, last_active_at__lt=at - UNUSED_SESSION_IDLE).delete()
+    cutoff = at - settings.SESSION_IDLE
     return McpSession.objects.filter(ended_at__isnull=True, last_active_at__lt=cutoff).update(
-        ended_at=timezone.now()
+        ended_at=at
     )
 
 

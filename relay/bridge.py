@@ -46,6 +46,7 @@ ROSTER_CHECK_SECONDS = 3.0
 RELOAD_SECONDS = 2.0
 LEASE_RENEW_SECONDS = 5.0
 MAX_BACKOFF_SECONDS = 5.0
+MAX_RETRY_AFTER = 300.0
 
 
 class RoomLink:
@@ -173,7 +174,7 @@ class RoomLink:
     # -- pull -----------------------------------------------------------------------
 
     async def _pull_loop(self) -> None:
-        backoff, cursor = 0.0, 0
+        backoff, cursor, limit = 0.0, 0, client.PULL_ENTRIES
         while True:
             await self.leased.wait()
             if self.regained:
@@ -187,8 +188,13 @@ class RoomLink:
                     self.secrets.token,
                     cursor,
                     self.bridge.wait_seconds,
+                    limit,
                 )
-                backoff = 0.0
+                backoff, limit = 0.0, client.PULL_ENTRIES
+            except client.AnswerTooLarge as exc:
+                limit = max(1, limit // 2)  # entries bigger than ours: ask for fewer at a time
+                backoff = await self._failed("pull", exc, backoff)
+                continue
             except client.RelayError as exc:
                 backoff = await self._failed("pull", exc, backoff)
                 continue
@@ -216,7 +222,9 @@ class RoomLink:
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         with contextlib.suppress(Exception):
             await on_database_thread(state.mark_error, self.bridged_id, f"{what}: {message}")
-        pause = float((getattr(exc, "extra", None) or {}).get("retryAfter") or 0)
+        pause = (getattr(exc, "extra", None) or {}).get("retryAfter")
+        # The relay's word, within reason: a rate window is a minute.
+        pause = min(float(pause), MAX_RETRY_AFTER) if type(pause) in (int, float) else 0.0
         backoff = min(MAX_BACKOFF_SECONDS, backoff * 2 if backoff else 0.2)
         await asyncio.sleep(max(backoff, pause))
         return backoff

@@ -5,7 +5,8 @@ push path, the doorbell, the local line and the companions other apps registered
 relay's bridge). `application` routes /mcp to the MCP endpoint (mcpgate.consumers: a POST
 answered directly, a stream by its consumer), the staff's live flow
 (/admin/live/stream, salon.live) to its consumer behind Django's session and user, and
-everything else to Django. Building them starts nothing; `salon serve` starts the daemon
+everything else to Django; it refuses every WebSocket upgrade (403: nothing here speaks
+WebSocket). Building them starts nothing; `salon serve` starts the daemon
 as soon as daphne listens, and any first request starts it otherwise (`runserver`,
 tests).
 """
@@ -45,7 +46,16 @@ router = ProtocolTypeRouter(
 )
 
 
+async def refuse_websocket(scope, receive, send) -> None:
+    """No path here speaks WebSocket; any page can ask for one (`new WebSocket(...)`).
+    Closing before accepting is the handshake's 403, before anything else runs."""
+    await receive()  # websocket.connect
+    await send({"type": "websocket.close", "code": 1008})
+
+
 async def application(scope, receive, send):
+    if scope["type"] == "websocket":
+        return await refuse_websocket(scope, receive, send)
     if scope["type"] != "lifespan":
         await daemon.start()
         if scope["type"] == "http":

@@ -36,6 +36,11 @@ KNOWN = {
     "AGENT_SALON_INBOX_CHARS": "1200",
     "AGENT_SALON_REQUIRE_TOKENS": "0",
     "AGENT_SALON_SESSION_IDLE": "7d",
+    # seconds a request's head, and then its body, may take to arrive; connections one
+    # client address may hold open at once (0: no cap) (salon.serving)
+    "AGENT_SALON_HEADER_TIMEOUT": "15",
+    "AGENT_SALON_BODY_TIMEOUT": "30",
+    "AGENT_SALON_CONNECTIONS_PER_ADDRESS": "256",
     "AGENT_SALON_DEFAULT_ROOM": "salon",
     "AGENT_SALON_HEADLESS": "",
     # 1 when something already runs `salon wait` for the whole session (the plugin's
@@ -76,6 +81,10 @@ PER_CALLER = {
     "AGENT_SALON_PORT",
     "AGENT_SALON_BIND",
     "AGENT_SALON_DEBUG",
+    # how the HTTP server treats its connections, not what the bus answers
+    "AGENT_SALON_HEADER_TIMEOUT",
+    "AGENT_SALON_BODY_TIMEOUT",
+    "AGENT_SALON_CONNECTIONS_PER_ADDRESS",
 }
 
 
@@ -178,6 +187,9 @@ def read(values: Mapping[str, str]) -> SimpleNamespace:
         triage_letterbox=cfg.flag("AGENT_SALON_TRIAGE"),
         triage_net=cfg.flag("AGENT_SALON_SAFETY_NET"),
         serve_timeout=cfg.integer("AGENT_SALON_SERVE_TIMEOUT", minimum=1, maximum=600),
+        header_timeout=cfg.integer("AGENT_SALON_HEADER_TIMEOUT", minimum=1, maximum=3600),
+        body_timeout=cfg.integer("AGENT_SALON_BODY_TIMEOUT", minimum=1, maximum=3600),
+        connections_per_address=cfg.integer("AGENT_SALON_CONNECTIONS_PER_ADDRESS"),
     )
     if result.relay_secret and len(result.relay_secret) < MIN_RELAY_SECRET_CHARS:
         raise ConfigError(

@@ -144,7 +144,8 @@ def lean_server_class():
     timeout check skips HTTP connections: without an http_timeout (never set here, it
     would cut open streams) daphne's check of them does nothing.
     """
-    from daphne.server import Server as DaphneServer  # first: it installs Twisted's reactor
+    from daphne import server as daphne_server  # first: it installs Twisted's reactor
+    from daphne.server import Server as DaphneServer
 
     # isort: split
     import time
@@ -155,6 +156,8 @@ def lean_server_class():
     from twisted.internet import reactor, tcp
 
     WriteSoon = write_soon_transport()
+    # daphne's run() builds its HTTP factory from this module name: the guarded one.
+    daphne_server.HTTPFactory = guarded_factory_class()
 
     class Server(DaphneServer):
         def __init__(self, *args, **kwargs) -> None:
@@ -242,6 +245,116 @@ def lean_server_class():
             reactor.callLater(2, self.timeout_checker)
 
     return Server
+
+
+TOO_MANY = b"too many connections from your address; close some and try again\n"
+TOO_SLOW = b"the request did not arrive in time; send it whole and promptly\n"
+
+
+def _plain_response(status: bytes, text: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(text)
+    ) + text
+
+
+def guarded_factory_class():
+    """daphne's HTTP factory, with deadlines for a request's arrival and a cap on the
+    connections of one client address (AGENT_SALON_HEADER_TIMEOUT, _BODY_TIMEOUT,
+    _CONNECTIONS_PER_ADDRESS), so that slow or idle connections cannot pile up.
+
+    * The head of a request (request line and headers) must be whole within the header
+      timeout of the connection's start, or of the end of the previous response on a
+      kept-alive connection; its body within the body timeout of the head's end. Once a
+      request has arrived nothing times it: a stream stays open as long as it likes. A
+      late request gets a 408 (an idle kept-alive connection is just closed).
+    * A connection over the cap of its address (in this process) gets a 503 and is
+      closed at once. 0 turns the cap off (a benchmark opening 10,000 streams).
+
+    HTTP/1.1 only, like the rest of this server: with no TLS there is no HTTP/2 to
+    negotiate, so the channel is built bare (not behind Twisted's negotiating proxy)."""
+    from collections import Counter
+
+    from daphne.http_protocol import HTTPFactory
+    from twisted.internet.protocol import Protocol
+    from twisted.web.http import HTTPChannel
+
+    class Refused(Protocol):
+        def connectionMade(self) -> None:
+            self.transport.write(_plain_response(b"503 Service Unavailable", TOO_MANY))
+            self.transport.loseConnection()
+
+    class GuardedChannel(HTTPChannel):
+        address: str | None = None
+        _deadline = None
+        _heard = False  # bytes of the awaited request arrived
+
+        def connectionMade(self) -> None:
+            super().connectionMade()
+            self._expect(settings.HEADER_TIMEOUT)
+
+        def dataReceived(self, data: bytes) -> None:
+            self._heard = True
+            super().dataReceived(data)
+
+        def allHeadersReceived(self) -> None:
+            super().allHeadersReceived()
+            if self.length != 0:  # a body follows (by Content-Length, or chunked)
+                self._expect(settings.BODY_TIMEOUT)
+
+        def allContentReceived(self) -> None:
+            self._expect(None)  # arrived: whatever its answer takes is the answer's
+            super().allContentReceived()
+
+        def requestDone(self, request) -> None:
+            # Before the parent's: it may replay a pipelined request that arrived meanwhile.
+            self._heard = False
+            self._expect(settings.HEADER_TIMEOUT)
+            super().requestDone(request)
+
+        def connectionLost(self, reason) -> None:
+            self._expect(None)
+            if self.address is not None:
+                self.factory.release(self.address)
+                self.address = None
+            super().connectionLost(reason)
+
+        def _expect(self, seconds: float | None) -> None:
+            if self._deadline is not None and self._deadline.active():
+                self._deadline.cancel()
+            self._deadline = self.callLater(seconds, self._late) if seconds else None
+
+        def _late(self) -> None:
+            self._deadline = None
+            if self._heard:
+                self.transport.write(_plain_response(b"408 Request Timeout", TOO_SLOW))
+            self.timeoutConnection()  # closes, and aborts a client that does not read
+
+    class GuardedFactory(HTTPFactory):
+        def __init__(self, server) -> None:
+            super().__init__(server)
+            self.open = Counter()
+
+        def protocol(self) -> HTTPChannel:
+            return GuardedChannel()
+
+        def buildProtocol(self, addr):
+            address = getattr(addr, "host", None)  # None on a Unix socket: not capped
+            cap = settings.CONNECTIONS_PER_ADDRESS
+            if address is not None and cap and self.open[address] >= cap:
+                return Refused()
+            protocol = super().buildProtocol(addr)
+            if address is not None:
+                self.open[address] += 1
+                protocol.address = address
+            return protocol
+
+        def release(self, address: str) -> None:
+            self.open[address] -= 1
+            if self.open[address] <= 0:
+                del self.open[address]
+
+    return GuardedFactory
 
 
 def write_soon_transport():

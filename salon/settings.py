@@ -134,6 +134,9 @@ try:
     # "" = decide from the hook input and the terminal; "1"/"0" force it.
     HEADLESS = _read.headless
     ALIASES, SESSION_IDLE = _read.aliases, _read.session_idle
+    # Slow and piled-up connections (salon.serving).
+    HEADER_TIMEOUT, BODY_TIMEOUT = _read.header_timeout, _read.body_timeout
+    CONNECTIONS_PER_ADDRESS = _read.connections_per_address
     # Relay mode (relay/server.py): on only when the secret is set.
     RELAY_SECRET = _read.relay_secret
     RELAY_RETENTION_HOURS = _read.relay_retention_hours

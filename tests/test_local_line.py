@@ -552,3 +552,28 @@ def test_the_server_list_a_daemon_rings_sees_a_server_come_and_go(short_tmp, mon
         server.close()
         os.unlink(path)
     assert listed.current() == []  # removed
+
+
+def test_a_deeply_nested_request_on_the_line_is_answered_an_error_and_logged_in_one_line(
+    env, server
+):
+    """REGRESSION: 2026-12-03 — `[` 100,000 times sent by a client of the same user made
+    the server log a RecursionError traceback and answer nothing. Wanted: an answer that
+    says no, and one line in the log."""
+    path = sockets(env)[0]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(15)
+        client.connect(str(path))
+        assert client.recv(1) == local.GREETING
+        client.sendall(b"[" * 100_000)
+        client.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+    refusal = json.loads(answer)
+    assert refusal["ok"] is False and "nested" in refusal["error"], refusal
+    server.stdin.close()  # it ends on the end of its stdin
+    server.wait(15)
+    log = server.stderr.read()
+    assert "Traceback" not in log and "RecursionError" not in log, log
+    assert len([line for line in log.splitlines() if "nested" in line]) == 1, log

@@ -11,12 +11,14 @@ test_security_crash.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -201,6 +203,32 @@ def test_a_malformed_host_is_refused_without_a_traceback_in_the_log(salon):
             timeout=30,
         )
         assert response.status_code in (400, 403), (path, response.status_code)
+    marker = unique("after")
+    httpx.get(f"{salon.url}/healthz?{marker}", timeout=10)
+    wait_until(lambda: marker in salon.log(), timeout=5)
+    assert TRACEBACK not in salon.log()[before:]
+
+
+@pytest.mark.parametrize("path", ["/", "/mcp", "/admin/", "/admin/live/stream"])
+def test_a_websocket_upgrade_is_refused_with_403_before_anything_and_no_traceback(salon, path):
+    """REGRESSION: 2026-12-03 — any page's `new WebSocket("ws://127.0.0.1:9315/mcp")`
+    got a 500 and a traceback in the daemon log, before the Host/Origin check. Wanted: 403
+    (nothing here speaks WebSocket), and no traceback."""
+    before = len(salon.log())
+    for origin in (b"http://evil.example", b"http://127.0.0.1:%d" % salon.port):
+        head = b"\r\n".join(
+            [
+                b"GET " + path.encode() + b" HTTP/1.1",
+                b"Host: 127.0.0.1:%d" % salon.port,
+                b"Upgrade: websocket",
+                b"Connection: Upgrade",
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                b"Sec-WebSocket-Version: 13",
+                b"Origin: " + origin,
+            ]
+        )
+        answer = raw_request(salon.port, head + b"\r\n\r\n", timeout=10)
+        assert answer.split(b"\r\n", 1)[0].split(b" ")[1] in (b"403", b"404"), answer[:300]
     marker = unique("after")
     httpx.get(f"{salon.url}/healthz?{marker}", timeout=10)
     wait_until(lambda: marker in salon.log(), timeout=5)
@@ -785,3 +813,126 @@ def test_entry_text_cannot_drive_the_terminal_of_history_or_wait(salon, room):
         assert "plain after" in done.stdout, done.stdout
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
         assert "\\x1b[2J" in done.stdout
+# ---------------------------------------------------------------- slow connections
+
+
+def test_slow_requests_are_timed_out_and_one_address_cannot_pile_up_connections(tmp_path):
+    """REGRESSION: 2026-12-03 — 40 connections that sent part of a request head and 20
+    that sent part of a body stayed open past 60 s. Wanted: a head and a body deadline
+    (408), a cap on one address's connections (503), and a stream that has arrived is
+    never cut by either."""
+    timeouts = {"AGENT_SALON_HEADER_TIMEOUT": "4", "AGENT_SALON_BODY_TIMEOUT": "4"}
+    with running_daemon(tmp_path, AGENT_SALON_CONNECTIONS_PER_ADDRESS="40", **timeouts) as salon:
+        watcher = Mcp(salon.url, label="watcher").open()
+        watcher.seat()  # a seat in the default room
+        pushed: list[str] = []
+        stream = httpx.stream(
+            "GET", watcher.url, headers=watcher.headers(accept="text/event-stream"), timeout=60
+        )
+
+        opened = threading.Event()
+
+        def read_stream():
+            with stream as response, contextlib.suppress(httpx.HTTPError):
+                opened.set()
+                pushed.extend(line for line in response.iter_lines() if line)
+
+        reader = threading.Thread(target=read_stream, daemon=True)
+        reader.start()
+        assert opened.wait(30)
+
+        host = b"Host: 127.0.0.1:%d\r\n" % salon.port
+        heads = [b"GET /healthz HTTP/1.1\r\n" + host + b"X-Slow: "] * 15
+        bodies = [
+            b"POST /notify?label=slow HTTP/1.1\r\n" + host
+            + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"content\""
+        ] * 10  # fmt: skip
+        slow = []
+        for part in heads + bodies:
+            connection = socket.create_connection(("127.0.0.1", salon.port), timeout=30)
+            connection.sendall(part)
+            slow.append(connection)
+        idle = [socket.create_connection(("127.0.0.1", salon.port)) for _ in range(14)]
+        # The stream, 25 slow and 14 idle: 40 of 40. The next ones from here are refused.
+        ask = b"GET /healthz HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n"
+        over = [raw_request(salon.port, ask, timeout=10) for _ in range(3)]
+        assert all(answer.startswith(b"HTTP/1.1 503") for answer in over), over
+
+        def answer_of(connection: socket.socket) -> bytes:
+            chunks = []
+            with contextlib.suppress(OSError):
+                while chunk := connection.recv(65536):
+                    chunks.append(chunk)
+            connection.close()
+            return b"".join(chunks)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(answer_of, slow + idle))
+        assert time.monotonic() - started < 30
+        assert all(a.startswith(b"HTTP/1.1 408") for a in answers[:25]), answers[:25]
+        assert answers[25:] == [b""] * 14  # idle: closed without a word
+        # The slots are free again, and the stream that had arrived is still open.
+        assert httpx.get(salon.url + "/healthz", timeout=10).status_code == 200
+        assert notify(salon.url, {"content": "still here", "to": ["watcher"]}).status_code == 202
+        assert wait_until(lambda: any("still here" in line for line in pushed), timeout=15)
+        assert reader.is_alive()
+        assert TRACEBACK not in salon.log()
+
+
+# ---------------------------------------------------------------- unused MCP sessions
+
+
+def session_ids(env: dict[str, str]) -> set[str]:
+    return {row[0] for row in query_store(env, "SELECT id FROM mcpgate_mcpsession")}
+
+
+def test_an_unused_mcp_session_is_forgotten_within_minutes_and_a_used_one_is_kept(salon):
+    """REGRESSION: 2026-12-03 — a session nobody used after initialize stayed for 7 days
+    (AGENT_SALON_SESSION_IDLE), so a flood of initializes filled the store. Wanted: one
+    with no request, seat or stream for minutes is forgotten; a used one stays."""
+    unused = Mcp(salon.url, label=unique("idle")).open()
+    used = Mcp(salon.url, label=unique("busy")).open()
+    used.seat()
+    execute_store(
+        salon.env,
+        "UPDATE mcpgate_mcpsession SET last_active_at = '2000-01-02 00:00:00' WHERE id IN (?, ?)",
+        (unused.session_id, used.session_id),
+    )
+    later = Mcp(salon.url, label=unique("later")).open()  # a new session sweeps
+    assert later.initialized.status_code == 200
+    held = session_ids(salon.env)
+    assert unused.session_id not in held and used.session_id in held
+    gone = unused.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+    assert gone.status_code == 404  # the client initializes again
+
+
+def test_one_address_cannot_open_more_than_a_hundred_unused_mcp_sessions(tmp_path):
+    """REGRESSION: 2026-12-03 — 2,500 unauthenticated initializes in 12 s made 2,626
+    session rows. Wanted: an address holds at most 100 unused sessions; the next
+    initialize gets 429 with a JSON-RPC error saying what to do, and using one makes
+    room."""
+    with running_daemon(tmp_path) as salon, httpx.Client(timeout=30) as client:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}},
+        }
+        headers = {"accept": "application/json, text/event-stream"}
+        answers = [
+            client.post(f"{salon.url}/mcp?label=flood", json=message, headers=headers)
+            for _ in range(110)
+        ]
+        statuses = [answer.status_code for answer in answers]
+        assert statuses == [200] * 100 + [429] * 10, statuses
+        error = answers[-1].json()["error"]
+        assert "unused" in error["message"] and "Mcp-Session-Id" in error["message"]
+        assert len(session_ids(salon.env)) == 100
+        assert TRACEBACK not in salon.log()
+
+        first = Mcp(salon.url, label="flood")
+        first.session_id = answers[0].headers["mcp-session-id"]
+        first.seat()  # used: no longer counted
+        again = client.post(f"{salon.url}/mcp?label=flood", json=message, headers=headers)
+        assert again.status_code == 200, again.text

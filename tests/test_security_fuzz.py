@@ -520,6 +520,57 @@ def test_fuzzed_raw_requests_never_get_a_5xx(fuzzed):
     assert_healthy(fuzzed)
 
 
+# ---------------------------------------------------------------- WebSocket upgrades
+
+
+WEBSOCKET_PATHS = [
+    b"/", b"/mcp", b"/mcp?label=fuzz-a", b"/admin/", b"/admin/live/stream", b"/notify",
+    b"/healthz", b"/relay/v1/",
+]  # fmt: skip
+
+
+def test_fuzzed_websocket_upgrades_are_refused_never_a_5xx(fuzzed):
+    """Any page can ask for a WebSocket (`new WebSocket(...)`) on any path, with any
+    Origin: nothing here speaks it, so every upgrade is refused (403, or 400 for a
+    handshake that is not one), never a 5xx, never a traceback in the log."""
+    port = fuzzed.daemon.port
+
+    @settings(FUZZ, max_examples=max(20, EXAMPLES // 4))
+    @given(
+        path=st.one_of(
+            st.sampled_from(WEBSOCKET_PATHS),
+            RAW_HEADER_BYTES.map(lambda b: b"/" + b.replace(b" ", b"")),
+        ),
+        origin=st.one_of(
+            st.sampled_from([b"http://evil.example", b"http://127.0.0.1:%d" % port, b"null"]),
+            RAW_HEADER_BYTES,
+        ),
+        version=st.sampled_from([b"13", b"8", b"", b"x"]),
+        key=st.sampled_from([b"dGhlIHNhbXBsZSBub25jZQ==", b"", b"not base64"]),
+    )
+    def check(path, origin, version, key):
+        head = b"\r\n".join(
+            [
+                b"GET " + path + b" HTTP/1.1",
+                b"Host: 127.0.0.1:%d" % port,
+                b"Upgrade: websocket",
+                b"Connection: Upgrade",
+                b"Sec-WebSocket-Key: " + key,
+                b"Sec-WebSocket-Version: " + version,
+                b"Origin: " + origin,
+            ]
+        )
+        answer = raw_request(port, head + b"\r\n\r\n", timeout=5)
+        parts = answer.split(b"\r\n", 1)[0].split(b" ")
+        if len(parts) > 1 and parts[1].isdigit():
+            status = int(parts[1])
+            assert_answer(status, answer.decode("latin-1"), (path, origin, version, key))
+            assert status != 101, (path, origin, version, key)
+
+    check()
+    assert_healthy(fuzzed)
+
+
 # ---------------------------------------------------------------- hooks
 
 HOOK_FIELDS = {
