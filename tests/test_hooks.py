@@ -325,6 +325,43 @@ def test_a_block_for_an_entry_pushed_before_says_it_was_pushed(env, webdir):
     assert f"(also pushed {str(pushed)[11:19]} UTC)" in reason
 
 
+def _monitor(command: str, status: str = "running") -> dict:
+    """One in-flight task of the Stop hook input's `background_tasks`, as Claude Code
+    2.1.332 lists a Monitor (tests/test_claude_cli.py sees the real one)."""
+    return {"id": "b1x9k2", "type": "monitor", "status": status, "description": "salon",
+            "command": command}  # fmt: skip
+
+
+def test_a_block_made_while_no_monitor_runs_salon_wait_says_to_arm_it_again(env, webdir):
+    the_team(env, webdir)
+    shell = {"id": "b2", "type": "shell", "status": "running", "command": "npm run dev"}
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+
+    reason = stop(env, webdir, background_tasks=[shell])["reason"]
+
+    assert "who owns the login form?" in reason
+    assert "no Monitor is running `salon wait` for this session any more" in reason
+    rearm = reason.split("Arm the Monitor tool again (timeout_ms 600000): ", 1)[1]
+    assert rearm.endswith(" wait") and f"CLAUDE_CODE_SESSION_ID={WEB_SESSION}" in rearm
+
+
+def test_a_running_salon_wait_monitor_or_an_input_without_the_list_adds_no_rearm_line(env, webdir):
+    the_team(env, webdir)
+    text = context(start(env, webdir))
+    armed = next(line.strip() for line in text.splitlines() if line.strip().endswith(" wait"))
+    for n, tasks in enumerate(([_monitor(armed)], [_monitor("salon wait --timeout 60")], None)):
+        send(env, api, "team", "QUESTION", f"question {n}")
+        fields = {} if tasks is None else {"background_tasks": tasks}
+        reason = stop(env, webdir, **fields)["reason"]
+        assert f"question {n}" in reason and "no Monitor is running" not in reason
+
+
+def test_a_lapsed_monitor_never_holds_a_turn_on_its_own(env, webdir):
+    the_team(env, webdir)
+    assert stop(env, webdir, background_tasks=[]) is None
+    assert stop(env, webdir, background_tasks=[_monitor("salon wait", "completed")]) is None
+
+
 # ---------------------------------------------------------------- heartbeat
 
 

@@ -20,6 +20,7 @@ Standard library only: `salon hook …` runs on every turn and every tool call.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -155,6 +156,38 @@ def hook_context(kind: str, payload: dict, environ: dict[str, str], store: str) 
         "off",
     )
     return ctx
+
+
+# ---------------------------------------------------------------- the watch
+
+
+def watch_running(payload: dict) -> bool | None:
+    """Does a Monitor run `salon wait` for this session? The Stop hook's input lists the
+    session's in-flight background tasks (`background_tasks`: each with a `type` —
+    "monitor" for the Monitor tool —, a `status` and, for a command, its `command`,
+    clipped at 1000 characters). None when the input has no such list (a Claude Code
+    that does not send it): then nobody can tell."""
+    tasks = payload.get("background_tasks")
+    if not isinstance(tasks, list):
+        return None
+    return any(
+        isinstance(task, dict)
+        and task.get("type") == "monitor"
+        and task.get("status") not in ("completed", "failed", "killed", "stopped")
+        and runs_salon_wait(task.get("command"))
+        for task in tasks
+    )
+
+
+def runs_salon_wait(command) -> bool:
+    """`… salon wait …` or `… -m salon.cli wait …`, whatever variables lead it."""
+    if not isinstance(command, str):
+        return False
+    words = [word.strip("'\"") for word in command.split()]
+    return any(
+        word == "wait" and (before == "salon.cli" or os.path.basename(before) == "salon")
+        for before, word in itertools.pairwise(words)
+    )
 
 
 # ---------------------------------------------------------------- heartbeat stamps

@@ -39,7 +39,7 @@ from django.db import transaction
 from bus import rules, services, wire
 from bus.management.ops import Call
 from mcpgate.claude.commandline import SESSION_VARIABLE, salon_argv, shell_command
-from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext
+from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext, watch_running
 from mcpgate.claude.processes import HookInputError
 
 NAMED_IN_A_NUDGE = 5
@@ -222,7 +222,7 @@ def session_start(seat, ctx: HookContext) -> dict:
             "Entries that are a claim on you (addressed to you, a reply to what you wrote, "
             "or a broadcast QUESTION/REQUEST) must not go unnoticed. Arm the Monitor tool "
             f"now with this command (timeout_ms {MONITOR_TIMEOUT_MS}, the longest it "
-            "allows; arm it again each time it ends):",
+            "allows; arm it again each time Claude Code reports that it ended or timed out):",
             f"  {salon_command(ctx, env, 'wait')}",
             "Each line it prints is one such entry.",
         ]
@@ -306,7 +306,19 @@ def stop(seat, ctx: HookContext) -> dict | None:
         return None  # a focus request never holds a turn on its own
     env = command_env(ctx, seat.agent.name)
     parts = ["\n".join(_claims(entries, seat, ctx, env, read="Read the inbox before you stop:"))]
+    if not ctx.watched and watch_running(ctx.payload) is False:
+        # A lapsed watch rides a block made anyway: it never holds a turn on its own.
+        parts.append(_rearm(ctx, env))
     asked = services.seats.claim_focus_request(seat=seat)
     if asked:
         parts.append(_focus_request(asked, seat, ctx, env))
     return {"decision": "block", "reason": "\n\n".join(parts)}
+
+
+def _rearm(ctx: HookContext, env) -> str:
+    return (
+        "agent-salon: no Monitor is running `salon wait` for this session any more (Claude "
+        "Code ends one after at most 10 minutes), so a new entry for you would go unnoticed "
+        f"until your next turn. Arm the Monitor tool again (timeout_ms {MONITOR_TIMEOUT_MS}): "
+        f"{salon_command(ctx, env, 'wait')}"
+    )
