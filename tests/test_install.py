@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sqlite3
 import subprocess
@@ -305,6 +306,25 @@ def test_the_installed_session_start_hook_runs_and_joins_the_rooms(env, proj):
     text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "this session is web-app#5ee5a10n" in text
     assert rooms_of(env, "web-app#5ee5a10n") == ["ops", "team"]
+
+
+def test_the_skill_and_the_session_start_context_give_the_monitor_the_same_timeout(env, proj):
+    ok(install(env, proj, "team"))
+    (command,) = [c for e, c in ours(settings(proj)) if e == "SessionStart"]
+    done = subprocess.run(
+        ["sh", "-c", command],
+        env=dict(env, AGENT_SALON_HEADLESS="0"),
+        cwd=proj,
+        input=hook_input("session-start", "5ee5a10n-0000-0000-0000-000000000000", proj),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    skill = (proj / SKILL).read_text()
+    # The longest Claude Code's Monitor allows; more is silently cut to it.
+    assert re.findall(r"timeout_ms (\d+)", skill) == re.findall(r"timeout_ms (\d+)", text)
+    assert re.findall(r"timeout_ms (\d+)", text) == ["600000"]
 
 
 def test_install_with_no_room_is_a_usage_error(env, proj):

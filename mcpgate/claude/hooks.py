@@ -39,14 +39,13 @@ from django.db import transaction
 from bus import rules, services, wire
 from bus.management.ops import Call
 from mcpgate.claude.commandline import SESSION_VARIABLE, salon_argv, shell_command
+from mcpgate.claude.config import MONITOR_TIMEOUT_MS
 from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext, watch_running
 from mcpgate.claude.processes import HookInputError
 
 NAMED_IN_A_NUDGE = 5
 QUOTE_CHARS = 120
 REPLY_FLAGS = ("--to", "<seat>", "--re", "<id>")
-# The longest Monitor Claude Code 2.1.33x allows; the context says to arm it again.
-MONITOR_TIMEOUT_MS = 10 * 60 * 1000
 
 
 def command_env(ctx: HookContext, agent: str) -> dict[str, str]:
