@@ -26,7 +26,12 @@ import sys
 import time
 
 from bus import strict
-from mcpgate.claude.commandline import SESSION_VARIABLE, pythonpath_env, store_env
+from mcpgate.claude.commandline import (
+    SESSION_VARIABLE,
+    pythonpath_env,
+    salon_on_path,
+    store_env,
+)
 from mcpgate.claude.processes import HookInputError, is_headless, parse_flag
 from mcpgate.local import runtime_dir
 
@@ -63,7 +68,7 @@ class HookContext:
     """
 
     WIRE = ("kind", "payload", "agent", "session", "cwd", "headless", "store", "sqlite_path")
-    PREPARED = ("rooms", "store_env", "python", "watched")
+    PREPARED = ("rooms", "store_env", "python", "watched", "plain")
 
     def __init__(self, *, kind, payload, agent, session, cwd, headless, store, sqlite_path):
         self.kind, self.payload, self.cwd, self.headless = kind, payload, cwd, headless
@@ -76,6 +81,8 @@ class HookContext:
         self.python: str = os.path.abspath(sys.executable)
         # A monitor already runs `salon wait` for the session (AGENT_SALON_WATCHED=1).
         self.watched = False
+        # Printed commands are plain `salon …`, as in the files install writes to commit.
+        self.plain = False
         # The safety net may have something to judge (bus.services.triage): set by hook_context.
         self.net = False
 
@@ -83,17 +90,24 @@ class HookContext:
     def stamp(self) -> str:
         return beat_stamp(self.store, self.agent, self.session or "")
 
-    def prepare(self, values: dict[str, str]) -> HookContext:
+    def prepare(self, values: dict[str, str], *, default_store: bool = False) -> HookContext:
         """values: the environment merged with the config file; store_env tells the two
-        apart itself, from os.environ."""
+        apart itself, from os.environ. default_store: the store is the one a command with
+        nothing set finds (salon.store.is_default); with this installation's `salon` on
+        PATH as well, a printed command is plain `salon …` and names no path of this
+        machine."""
         self.rooms = [r.strip() for r in values.get("AGENT_SALON_ROOM", "").split(",") if r.strip()]
         self.watched = values.get("AGENT_SALON_WATCHED", "").strip() == "1"
-        self.store_env = store_env(
-            database_url=values.get("DATABASE_URL", "").strip(),
-            redis_url=values.get("REDIS_URL", "").strip(),
-            db_path=self.sqlite_path or values.get("AGENT_SALON_DB", "").strip(),
-        )
-        self.store_env.update(pythonpath_env())
+        self.plain = default_store and not pythonpath_env() and salon_on_path()
+        if self.plain:
+            self.store_env = {}
+        else:
+            self.store_env = store_env(
+                database_url=values.get("DATABASE_URL", "").strip(),
+                redis_url=values.get("REDIS_URL", "").strip(),
+                db_path=self.sqlite_path or values.get("AGENT_SALON_DB", "").strip(),
+            )
+            self.store_env.update(pythonpath_env())
         # The judge's settings shape what the store answers (salon.config.settings_key):
         # a printed command (the Monitor's `salon wait`) carries them along.
         for name in TRIAGE_SETTINGS:
@@ -108,7 +122,8 @@ class HookContext:
     def from_wire(cls, wire: dict) -> HookContext:
         ctx = cls(**{name: wire[name] for name in cls.WIRE})
         for name in cls.PREPARED:
-            setattr(ctx, name, wire[name])
+            if name in wire:  # a hook of an older version sends fewer
+                setattr(ctx, name, wire[name])
         return ctx
 
 

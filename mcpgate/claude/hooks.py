@@ -60,7 +60,8 @@ def command_env(ctx: HookContext, agent: str) -> dict[str, str]:
 
 
 def salon_command(ctx: HookContext, env: dict[str, str], *args: str) -> str:
-    return shell_command(env, salon_argv(*args, python=ctx.python))
+    argv = ["salon", *args] if ctx.plain else salon_argv(*args, python=ctx.python)
+    return shell_command(env, argv)
 
 
 def operation(call: Call) -> dict:
