@@ -558,6 +558,25 @@ def test_agent_salon_headless_forces_either_way(env, tmp_path, webdir):
     assert "Monitor" in text
 
 
+def test_a_stop_hook_with_no_terminal_and_no_claude_parent_is_not_headless_and_blocks(env, webdir):
+    """Nothing says headless (no `claude -p` above it, no variable): an unknown case is
+    taken as a session someone waits on, so the entry is told."""
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+    done = subprocess.run(
+        [sys.executable, "-m", "salon.cli", "hook", "stop"],
+        env={k: v for k, v in env.items() if k != "AGENT_SALON_HEADLESS"},
+        cwd=webdir,
+        input=hook_input("stop", WEB_SESSION, webdir),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,  # no controlling terminal
+    )
+    assert done.returncode == 0, done.stderr
+    assert "who owns the login form?" in json.loads(done.stdout)["reason"]
+
+
 # ---------------------------------------------------------------- the pure parts
 
 
@@ -566,34 +585,35 @@ def _proc(argv, tty=True, pid=10):
 
 
 @pytest.mark.parametrize(
-    ("chain", "terminal", "headless"),
+    ("chain", "headless"),
     [
-        ([_proc(["claude"])], False, False),
-        ([_proc(["claude", "-p", "hi"])], True, True),
-        ([_proc(["claude", "--print"])], True, True),
-        ([_proc(["claude"], tty=False)], True, True),
+        ([_proc(["claude"])], False),
+        ([_proc(["claude", "-p", "hi"])], True),
+        ([_proc(["claude", "--print"])], True),
+        ([_proc(["claude"], tty=False)], True),
         (
             [
                 _proc(["bash", "-c", "x"]),
                 _proc(["node", "/usr/lib/@anthropic-ai/claude-code/cli.js"]),
             ],
             False,
-            False,
         ),
-        ([_proc(["/home/u/.local/share/claude/versions/2.1.90", "-p"])], True, True),
-        ([_proc(["bash"])], True, False),
-        ([_proc(["bash"])], False, True),
-        ([_proc(["python", "-m", "salon.cli", "hook", "stop", "-p"])], True, False),
+        ([_proc(["/home/u/.local/share/claude/versions/2.1.90", "-p"])], True),
+        # No Claude Code in the chain, with a terminal or without: nothing says headless.
+        ([_proc(["bash"])], False),
+        ([_proc(["bash"], tty=False)], False),
+        ([], False),
+        ([_proc(["python", "-m", "salon.cli", "hook", "stop", "-p"])], False),
     ],
 )
-def test_headless_rule(chain, terminal, headless):
-    assert processes.decide_headless(None, chain, terminal) is headless
+def test_headless_rule(chain, headless):
+    assert processes.decide_headless(None, chain) is headless
 
 
 def test_headless_rule_is_forced_by_the_variable():
     chain = [_proc(["claude", "-p"])]
-    assert processes.decide_headless(False, chain, False) is False
-    assert processes.decide_headless(True, [_proc(["claude"])], True) is True
+    assert processes.decide_headless(False, chain) is False
+    assert processes.decide_headless(True, [_proc(["claude"])]) is True
 
 
 def test_the_process_chain_reaches_this_test():
