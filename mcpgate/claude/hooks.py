@@ -16,7 +16,9 @@ it in its own process: either way `operation` below answers.
 * stop: blocks the end of the turn (`{"decision": "block", "reason": …}`) when entries
   that are a claim on this seat were never told to it — each entry once, by whichever
   way tells it first (services.telling.claim_nudges); the entry stays unread. A focus
-  request not yet made rides in such a block; it never blocks on its own (Claude Code
+  request not yet made rides in such a block, and so does the command to arm the Monitor
+  again when the hook input's background tasks show no `salon wait` running (a Monitor
+  the model armed lapses after 10 minutes); neither blocks on its own (Claude Code
   shows every block to the person as a problem). `stop_hook_active` is not consulted:
   every block tells something new, so the hook can never block twice for one entry.
   Headless runs are never blocked and are told nothing.
