@@ -315,10 +315,12 @@ class Line:
     the output is the same either way.
     """
 
-    def __init__(self, store: str, settings_key: str, prepare=None) -> None:
+    def __init__(self, store: str, settings_key: str, prepare=None, default_store=False) -> None:
         self.store = store
         self.settings_key = settings_key
         self.prepare = prepare  # called before this process works on the store itself
+        # The store a command with nothing set finds: a printed command need not name it.
+        self.default_store = default_store
 
     def answer(self, request: dict) -> dict:
         try:

@@ -166,7 +166,10 @@ def _line(values: dict[str, str]):
 
     where = store.prepare(values)
     return Line(
-        where.store, config.settings_key(values), prepare=lambda: store.ensure_tables(where)
+        where.store,
+        config.settings_key(values),
+        prepare=lambda: store.ensure_tables(where),
+        default_store=store.is_default(values, where),
     )
 
 

@@ -22,7 +22,14 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from salon.config import ConfigError, Settings, merged_environment, read, settings_key, warn_unknown
-from salon.store import DB_NAME, default_data_dir, fingerprint, locate, read_secret
+from salon.store import (
+    DB_NAME,
+    default_data_dir,
+    fingerprint,
+    is_default,
+    locate,
+    read_secret,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -166,12 +173,7 @@ try:
     # This user's data directory whatever the store (`salon install --plugin` keeps the
     # plugin there).
     USER_DATA_DIR = Path(default_data_dir())
-    DEFAULT_STORE = (
-        not DATABASE_URL
-        and not REDIS_URL
-        and not _cfg.text("AGENT_SALON_CONFIG")
-        and os.path.realpath(DB_PATH) == os.path.realpath(USER_DATA_DIR / DB_NAME)
-    )
+    DEFAULT_STORE = is_default(_values, _where)
 except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 

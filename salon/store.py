@@ -72,6 +72,19 @@ def default_data_dir() -> str:
     return platformdirs.user_data_dir("agent-salon", appauthor=False)
 
 
+def is_default(values: Mapping[str, str], where: Location) -> bool:
+    """The store a command finds with nothing set (the data directory's salon.db, no
+    config file, no DATABASE_URL or REDIS_URL): a command line needs nothing to name it
+    (`salon install`'s files to commit, the hooks' printed commands)."""
+    return (
+        not where.database_url
+        and not values.get("REDIS_URL", "").strip()
+        and not values.get("AGENT_SALON_CONFIG", "").strip()
+        and os.path.realpath(where.db_path)
+        == os.path.realpath(os.path.join(default_data_dir(), DB_NAME))
+    )
+
+
 class Location(namedtuple("Location", "data_dir db_path database_url secret_path")):
     """data_dir: str; db_path: the SQLite file, None with DATABASE_URL; database_url: str;
     secret_path: None when AGENT_SALON_SECRET is given. Paths are strings.

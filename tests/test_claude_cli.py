@@ -442,6 +442,49 @@ def test_a_claim_sent_while_no_session_was_live_is_told_to_the_next_session_once
     assert rows[0][0] != f"web-app#{first.session_id[:8]}"
 
 
+def salon_waits(project: Path) -> int:
+    """How many `salon wait` processes run in the project (a Monitor's command)."""
+    count = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        count += cwd == str(project) and argv[-3:] == [b"salon.cli", b"wait", b""]
+    return count
+
+
+def arm_a_short_watch(request: Request) -> ToolUse | Text:
+    """arm_salon_wait, with a Monitor that lapses after one second (as one armed for the
+    longest Claude Code allows lapses after ten minutes); never arms it again."""
+    reply = arm_salon_wait(request)
+    if isinstance(reply, ToolUse) and reply.name == "Monitor":
+        return ToolUse("Monitor", {**reply.input, "timeout_ms": 1000})
+    return reply
+
+
+@pytest.mark.parametrize("stand_in", [arm_a_short_watch], indirect=True)
+def test_after_the_monitor_lapsed_the_stop_block_says_to_arm_it_again(
+    session: Tmux, project: Path, env: dict[str, str], stand_in: StandIn, debug_log: Path
+):
+    session.type_line("Start.")
+    assert wait_until(lambda: salon_waits(project) == 1), session.screen()
+    # Claude Code ends the Monitor (and tells the model, now or with the next prompt);
+    # this model does not arm it again.
+    assert wait_until(lambda: salon_waits(project) == 0), session.screen()
+    ask_as_api_service(env, project)
+
+    session.type_line("Anything new?")
+
+    # The Stop hook's input listed no running `salon wait`: the block it makes for the
+    # question carries the command to arm the Monitor again.
+    assert wait_until(lambda: stand_in.seen("Stop hook blocking error")), session.screen()
+    [block] = [r for r in stand_in.main_requests if "Stop hook blocking error" in r.shown_text()]
+    shown = block.shown_text()
+    assert QUESTION in shown and "no Monitor is running `salon wait`" in shown
+
+
 def install_plugin(home: ClaudeHome, env: dict[str, str], project: Path) -> str:
     """`salon install --plugin team` as a person runs it, with `claude` on PATH (it adds
     the marketplace and installs the plugin for the user). Returns its report."""

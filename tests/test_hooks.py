@@ -409,6 +409,43 @@ def test_a_session_s_own_agent_s_entries_are_no_claim_on_its_next_session(env, w
     assert ledger(env, WEB_SEAT_2) == []
 
 
+def _monitor(command: str, status: str = "running") -> dict:
+    """One in-flight task of the Stop hook input's `background_tasks`, as Claude Code
+    2.1.332 lists a Monitor (tests/test_claude_cli.py sees the real one)."""
+    return {"id": "b1x9k2", "type": "monitor", "status": status, "description": "salon",
+            "command": command}  # fmt: skip
+
+
+def test_a_block_made_while_no_monitor_runs_salon_wait_says_to_arm_it_again(env, webdir):
+    the_team(env, webdir)
+    shell = {"id": "b2", "type": "shell", "status": "running", "command": "npm run dev"}
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+
+    reason = stop(env, webdir, background_tasks=[shell])["reason"]
+
+    assert "who owns the login form?" in reason
+    assert "no Monitor is running `salon wait` for this session any more" in reason
+    rearm = reason.split("Arm the Monitor tool again (timeout_ms 600000): ", 1)[1]
+    assert rearm.endswith(" wait") and f"CLAUDE_CODE_SESSION_ID={WEB_SESSION}" in rearm
+
+
+def test_a_running_salon_wait_monitor_or_an_input_without_the_list_adds_no_rearm_line(env, webdir):
+    the_team(env, webdir)
+    text = context(start(env, webdir))
+    armed = next(line.strip() for line in text.splitlines() if line.strip().endswith(" wait"))
+    for n, tasks in enumerate(([_monitor(armed)], [_monitor("salon wait --timeout 60")], None)):
+        send(env, api, "team", "QUESTION", f"question {n}")
+        fields = {} if tasks is None else {"background_tasks": tasks}
+        reason = stop(env, webdir, **fields)["reason"]
+        assert f"question {n}" in reason and "no Monitor is running" not in reason
+
+
+def test_a_lapsed_monitor_never_holds_a_turn_on_its_own(env, webdir):
+    the_team(env, webdir)
+    assert stop(env, webdir, background_tasks=[]) is None
+    assert stop(env, webdir, background_tasks=[_monitor("salon wait", "completed")]) is None
+
+
 # ---------------------------------------------------------------- heartbeat
 
 
@@ -605,6 +642,25 @@ def test_agent_salon_headless_forces_either_way(env, tmp_path, webdir):
     assert "Monitor" in text
 
 
+def test_a_stop_hook_with_no_terminal_and_no_claude_parent_is_not_headless_and_blocks(env, webdir):
+    """Nothing says headless (no `claude -p` above it, no variable): an unknown case is
+    taken as a session someone waits on, so the entry is told."""
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "who owns the login form?")
+    done = subprocess.run(
+        [sys.executable, "-m", "salon.cli", "hook", "stop"],
+        env={k: v for k, v in env.items() if k != "AGENT_SALON_HEADLESS"},
+        cwd=webdir,
+        input=hook_input("stop", WEB_SESSION, webdir),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,  # no controlling terminal
+    )
+    assert done.returncode == 0, done.stderr
+    assert "who owns the login form?" in json.loads(done.stdout)["reason"]
+
+
 # ---------------------------------------------------------------- the pure parts
 
 
@@ -613,34 +669,35 @@ def _proc(argv, tty=True, pid=10):
 
 
 @pytest.mark.parametrize(
-    ("chain", "terminal", "headless"),
+    ("chain", "headless"),
     [
-        ([_proc(["claude"])], False, False),
-        ([_proc(["claude", "-p", "hi"])], True, True),
-        ([_proc(["claude", "--print"])], True, True),
-        ([_proc(["claude"], tty=False)], True, True),
+        ([_proc(["claude"])], False),
+        ([_proc(["claude", "-p", "hi"])], True),
+        ([_proc(["claude", "--print"])], True),
+        ([_proc(["claude"], tty=False)], True),
         (
             [
                 _proc(["bash", "-c", "x"]),
                 _proc(["node", "/usr/lib/@anthropic-ai/claude-code/cli.js"]),
             ],
             False,
-            False,
         ),
-        ([_proc(["/home/u/.local/share/claude/versions/2.1.90", "-p"])], True, True),
-        ([_proc(["bash"])], True, False),
-        ([_proc(["bash"])], False, True),
-        ([_proc(["python", "-m", "salon.cli", "hook", "stop", "-p"])], True, False),
+        ([_proc(["/home/u/.local/share/claude/versions/2.1.90", "-p"])], True),
+        # No Claude Code in the chain, with a terminal or without: nothing says headless.
+        ([_proc(["bash"])], False),
+        ([_proc(["bash"], tty=False)], False),
+        ([], False),
+        ([_proc(["python", "-m", "salon.cli", "hook", "stop", "-p"])], False),
     ],
 )
-def test_headless_rule(chain, terminal, headless):
-    assert processes.decide_headless(None, chain, terminal) is headless
+def test_headless_rule(chain, headless):
+    assert processes.decide_headless(None, chain) is headless
 
 
 def test_headless_rule_is_forced_by_the_variable():
     chain = [_proc(["claude", "-p"])]
-    assert processes.decide_headless(False, chain, False) is False
-    assert processes.decide_headless(True, [_proc(["claude"])], True) is True
+    assert processes.decide_headless(False, chain) is False
+    assert processes.decide_headless(True, [_proc(["claude"])]) is True
 
 
 def test_the_process_chain_reaches_this_test():

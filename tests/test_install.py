@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sqlite3
 import subprocess
@@ -315,6 +316,25 @@ def test_the_installed_session_start_hook_runs_and_joins_the_rooms(env, proj):
     assert rooms_of(env, "web-app#5ee5a10n") == ["ops", "team"]
 
 
+def test_the_skill_and_the_session_start_context_give_the_monitor_the_same_timeout(env, proj):
+    ok(install(env, proj, "team"))
+    (command,) = [c for e, c in ours(settings(proj)) if e == "SessionStart"]
+    done = subprocess.run(
+        ["sh", "-c", command],
+        env=dict(env, AGENT_SALON_HEADLESS="0"),
+        cwd=proj,
+        input=hook_input("session-start", "5ee5a10n-0000-0000-0000-000000000000", proj),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    skill = (proj / SKILL).read_text()
+    # The longest Claude Code's Monitor allows; more is silently cut to it.
+    assert re.findall(r"timeout_ms (\d+)", skill) == re.findall(r"timeout_ms (\d+)", text)
+    assert re.findall(r"timeout_ms (\d+)", text) == ["600000"]
+
+
 def test_install_with_no_room_is_a_usage_error(env, proj):
     done = install(env, proj)
     assert done.returncode == 2
@@ -535,6 +555,49 @@ def test_with_salon_on_path_and_the_default_store_the_files_name_nothing_of_this
         "args": ["mcp"],
         "env": {"AGENT_SALON_NAME": "web-app", "AGENT_SALON_ROOM": "team"},
     }
+
+
+def test_with_salon_on_path_and_the_default_store_the_hooks_print_plain_salon_commands(tmp_path):
+    """The model is shown `salon wait`, as in the committed files, not this machine's
+    interpreter and store paths; and that plain command reaches the same store."""
+    env, bindir = portable_env(tmp_path)
+    proj = project(tmp_path, "web-app")
+    apidir = project(tmp_path, "api-service")
+    salon_here = [str(bindir / "salon")]
+    run = dict(env=env, capture_output=True, text=True, timeout=120)
+    assert subprocess.run([*salon_here, "install", "team"], cwd=proj, **run).returncode == 0
+    commands = dict(ours(settings(proj, SETTINGS)))
+    session = "5ee5a10n-0000-0000-0000-000000000000"
+
+    def hook(event: str) -> str:
+        kind = {"SessionStart": "session-start", "Stop": "stop"}[event]
+        done = subprocess.run(
+            ["sh", "-c", commands[event]], cwd=proj, input=hook_input(kind, session, proj),
+            **dict(run, env=dict(env, AGENT_SALON_HEADLESS="0")),
+        )  # fmt: skip
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        return done.stdout
+
+    def ask(text: str) -> None:
+        argv = [*salon_here, "send", "team", "QUESTION", text]
+        assert subprocess.run(argv, cwd=apidir, **run).returncode == 0
+
+    text = json.loads(hook("SessionStart"))["hookSpecificOutput"]["additionalContext"]
+    ask("who owns the login form?")
+    reason = json.loads(hook("Stop"))["reason"]
+
+    for shown in (text, reason):
+        for machine in (str(tmp_path), sys.executable, "AGENT_SALON_DB", "salon.cli"):
+            assert machine not in shown
+    monitor = next(line.strip() for line in text.splitlines() if line.strip().endswith(" wait"))
+    assert monitor == (
+        f"AGENT_SALON_NAME=web-app AGENT_SALON_ROOM=team CLAUDE_CODE_SESSION_ID={session} "
+        "salon wait"
+    )
+    assert f"CLAUDE_CODE_SESSION_ID={session} salon inbox team" in reason
+    ask("and the signup form?")
+    told = subprocess.run(["sh", "-c", monitor + " --once"], cwd=proj, **run)
+    assert told.returncode == 0 and "and the signup form?" in told.stdout, told.stderr
 
 
 def test_a_store_named_by_a_variable_goes_into_the_personal_files_and_the_report_says_why(

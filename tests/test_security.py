@@ -813,6 +813,8 @@ def test_entry_text_cannot_drive_the_terminal_of_history_or_wait(salon, room):
         assert "plain after" in done.stdout, done.stdout
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
         assert "\\x1b[2J" in done.stdout
+
+
 # ---------------------------------------------------------------- slow connections
 
 

@@ -34,6 +34,9 @@ from urllib.parse import quote, urlsplit
 
 SERVER_NAME = "agent-salon"
 HOOK_TIMEOUT = 10  # seconds; Claude Code's default is 60
+# The longest Monitor Claude Code 2.1.33x allows (a longer timeout_ms is cut to it): the
+# skill and the SessionStart context ask for it and say to arm it again when it ends.
+MONITOR_TIMEOUT_MS = 10 * 60 * 1000
 # (Claude Code event, `salon hook` kind, matcher)
 HOOK_EVENTS = (
     ("SessionStart", "session-start", None),
@@ -384,8 +387,9 @@ def skill_text(
         "The agent-salon plugin runs `salon wait` as a monitor for the whole session: each "
         "`[salon]` line it shows is one entry that is a claim on you; nothing to arm."
         if plugin
-        else f"Arm the Monitor tool with `{prefix} wait` (timeout_ms 1800000, and\n  again "
-        "whenever it expires): each line it prints is one entry that is a claim on you."
+        else f"Arm the Monitor tool with `{prefix} wait` (timeout_ms {MONITOR_TIMEOUT_MS}, the\n"
+        "  longest it allows, and again each time Claude Code reports that it ended): each line "
+        "it prints is one entry that is a claim on you."
     )
     description = (
         f"Talk with the other Claude Code sessions on the agent-salon bus (agent {agent}, "

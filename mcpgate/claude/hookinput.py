@@ -22,13 +22,19 @@ Standard library only: `salon hook …` runs on every turn and every tool call.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import stat
 import sys
 import time
 
 from bus import strict
-from mcpgate.claude.commandline import SESSION_VARIABLE, pythonpath_env, store_env
+from mcpgate.claude.commandline import (
+    SESSION_VARIABLE,
+    pythonpath_env,
+    salon_on_path,
+    store_env,
+)
 from mcpgate.claude.processes import HookInputError, is_headless, parse_flag
 from mcpgate.local import open_for_writing, private_runtime_dir, runtime_dir
 
@@ -65,7 +71,7 @@ class HookContext:
     """
 
     WIRE = ("kind", "payload", "agent", "session", "cwd", "headless", "store", "sqlite_path")
-    PREPARED = ("rooms", "store_env", "python", "watched")
+    PREPARED = ("rooms", "store_env", "python", "watched", "plain")
 
     def __init__(self, *, kind, payload, agent, session, cwd, headless, store, sqlite_path):
         self.kind, self.payload, self.cwd, self.headless = kind, payload, cwd, headless
@@ -78,6 +84,8 @@ class HookContext:
         self.python: str = os.path.abspath(sys.executable)
         # A monitor already runs `salon wait` for the session (AGENT_SALON_WATCHED=1).
         self.watched = False
+        # Printed commands are plain `salon …`, as in the files install writes to commit.
+        self.plain = False
         # The safety net may have something to judge (bus.services.triage): set by hook_context.
         self.net = False
 
@@ -85,17 +93,24 @@ class HookContext:
     def stamp(self) -> str:
         return beat_stamp(self.store, self.agent, self.session or "")
 
-    def prepare(self, values: dict[str, str]) -> HookContext:
+    def prepare(self, values: dict[str, str], *, default_store: bool = False) -> HookContext:
         """values: the environment merged with the config file; store_env tells the two
-        apart itself, from os.environ."""
+        apart itself, from os.environ. default_store: the store is the one a command with
+        nothing set finds (salon.store.is_default); with this installation's `salon` on
+        PATH as well, a printed command is plain `salon …` and names no path of this
+        machine."""
         self.rooms = [r.strip() for r in values.get("AGENT_SALON_ROOM", "").split(",") if r.strip()]
         self.watched = values.get("AGENT_SALON_WATCHED", "").strip() == "1"
-        self.store_env = store_env(
-            database_url=values.get("DATABASE_URL", "").strip(),
-            redis_url=values.get("REDIS_URL", "").strip(),
-            db_path=self.sqlite_path or values.get("AGENT_SALON_DB", "").strip(),
-        )
-        self.store_env.update(pythonpath_env())
+        self.plain = default_store and not pythonpath_env() and salon_on_path()
+        if self.plain:
+            self.store_env = {}
+        else:
+            self.store_env = store_env(
+                database_url=values.get("DATABASE_URL", "").strip(),
+                redis_url=values.get("REDIS_URL", "").strip(),
+                db_path=self.sqlite_path or values.get("AGENT_SALON_DB", "").strip(),
+            )
+            self.store_env.update(pythonpath_env())
         # The judge's settings shape what the store answers (salon.config.settings_key):
         # a printed command (the Monitor's `salon wait`) carries them along.
         for name in TRIAGE_SETTINGS:
@@ -110,7 +125,8 @@ class HookContext:
     def from_wire(cls, wire: dict) -> HookContext:
         ctx = cls(**{name: wire[name] for name in cls.WIRE})
         for name in cls.PREPARED:
-            setattr(ctx, name, wire[name])
+            if name in wire:  # a hook of an older version sends fewer
+                setattr(ctx, name, wire[name])
         return ctx
 
 
@@ -158,6 +174,38 @@ def hook_context(kind: str, payload: dict, environ: dict[str, str], store: str) 
         "off",
     )
     return ctx
+
+
+# ---------------------------------------------------------------- the watch
+
+
+def watch_running(payload: dict) -> bool | None:
+    """Does a Monitor run `salon wait` for this session? The Stop hook's input lists the
+    session's in-flight background tasks (`background_tasks`: each with a `type` —
+    "monitor" for the Monitor tool —, a `status` and, for a command, its `command`,
+    clipped at 1000 characters). None when the input has no such list (a Claude Code
+    that does not send it): then nobody can tell."""
+    tasks = payload.get("background_tasks")
+    if not isinstance(tasks, list):
+        return None
+    return any(
+        isinstance(task, dict)
+        and task.get("type") == "monitor"
+        and task.get("status") not in ("completed", "failed", "killed", "stopped")
+        and runs_salon_wait(task.get("command"))
+        for task in tasks
+    )
+
+
+def runs_salon_wait(command) -> bool:
+    """`… salon wait …` or `… -m salon.cli wait …`, whatever variables lead it."""
+    if not isinstance(command, str):
+        return False
+    words = [word.strip("'\"") for word in command.split()]
+    return any(
+        word == "wait" and (before == "salon.cli" or os.path.basename(before) == "salon")
+        for before, word in itertools.pairwise(words)
+    )
 
 
 # ---------------------------------------------------------------- heartbeat stamps

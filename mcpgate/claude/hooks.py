@@ -16,7 +16,9 @@ it in its own process: either way `operation` below answers.
 * stop: blocks the end of the turn (`{"decision": "block", "reason": …}`) when entries
   that are a claim on this seat were never told to it — each entry once, by whichever
   way tells it first (services.telling.claim_nudges); the entry stays unread. A focus
-  request not yet made rides in such a block; it never blocks on its own (Claude Code
+  request not yet made rides in such a block, and so does the command to arm the Monitor
+  again when the hook input's background tasks show no `salon wait` running (a Monitor
+  the model armed lapses after 10 minutes); neither blocks on its own (Claude Code
   shows every block to the person as a problem). `stop_hook_active` is not consulted:
   every block tells something new, so the hook can never block twice for one entry.
   Headless runs are never blocked and are told nothing.
@@ -39,7 +41,8 @@ from django.db import transaction
 from bus import rules, services, strict, wire
 from bus.management.ops import Call
 from mcpgate.claude.commandline import SESSION_VARIABLE, salon_argv, shell_command
-from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext
+from mcpgate.claude.config import MONITOR_TIMEOUT_MS
+from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext, watch_running
 from mcpgate.claude.processes import HookInputError
 
 NAMED_IN_A_NUDGE = 5
@@ -47,8 +50,6 @@ NAMED_IN_A_NUDGE = 5
 TOLD_AT_ONCE = 100
 QUOTE_CHARS = 120
 REPLY_FLAGS = ("--to", "<seat>", "--re", "<id>")
-# The longest Monitor Claude Code 2.1.33x allows; the context says to arm it again.
-MONITOR_TIMEOUT_MS = 10 * 60 * 1000
 
 
 def command_env(ctx: HookContext, agent: str) -> dict[str, str]:
@@ -63,7 +64,8 @@ def command_env(ctx: HookContext, agent: str) -> dict[str, str]:
 
 
 def salon_command(ctx: HookContext, env: dict[str, str], *args: str) -> str:
-    return shell_command(env, salon_argv(*args, python=ctx.python))
+    argv = ["salon", *args] if ctx.plain else salon_argv(*args, python=ctx.python)
+    return shell_command(env, argv)
 
 
 def operation(call: Call) -> dict:
@@ -231,7 +233,7 @@ def session_start(seat, ctx: HookContext) -> dict:
             "Entries that are a claim on you (addressed to you, a reply to what you wrote, "
             "or a broadcast QUESTION/REQUEST) must not go unnoticed. Arm the Monitor tool "
             f"now with this command (timeout_ms {MONITOR_TIMEOUT_MS}, the longest it "
-            "allows; arm it again each time it ends):",
+            "allows; arm it again each time Claude Code reports that it ended or timed out):",
             f"  {salon_command(ctx, env, 'wait')}",
             "Each line it prints is one such entry.",
         ]
@@ -320,7 +322,19 @@ def stop(seat, ctx: HookContext) -> dict | None:
         return None  # a focus request never holds a turn on its own
     env = command_env(ctx, seat.agent.name)
     parts = ["\n".join(_claims(entries, seat, ctx, env, read="Read the inbox before you stop:"))]
+    if not ctx.watched and watch_running(ctx.payload) is False:
+        # A lapsed watch rides a block made anyway: it never holds a turn on its own.
+        parts.append(_rearm(ctx, env))
     asked = services.seats.claim_focus_request(seat=seat)
     if asked:
         parts.append(_focus_request(asked, seat, ctx, env))
     return {"decision": "block", "reason": "\n\n".join(parts)}
+
+
+def _rearm(ctx: HookContext, env) -> str:
+    return (
+        "agent-salon: no Monitor is running `salon wait` for this session any more (Claude "
+        "Code ends one after at most 10 minutes), so a new entry for you would go unnoticed "
+        f"until your next turn. Arm the Monitor tool again (timeout_ms {MONITOR_TIMEOUT_MS}): "
+        f"{salon_command(ctx, env, 'wait')}"
+    )

@@ -5,7 +5,9 @@ Headless: AGENT_SALON_HEADLESS=1|0 forces it. Otherwise the parent process chain
 walked (/proc on Linux, `ps` elsewhere) up to the owning Claude Code process (`claude`,
 or node running @anthropic-ai/claude-code): it is headless when started with `-p` /
 `--print`, or when it has no controlling terminal (an SDK or CI run). With no Claude Code
-process in the chain, a hook without a controlling terminal is headless.
+process in the chain nothing says so, and an unknown case is not headless: a wrong
+"headless" would leave a session that a person waits on never told anything (its Stop
+hook never blocks), a wrong "interactive" costs at most one block.
 
 Standard library only: hooks run on every turn.
 """
@@ -105,15 +107,6 @@ def owning_claude(chain: list[Proc]) -> Proc | None:
     return next((proc for proc in chain if is_claude(proc.argv)), None)
 
 
-def has_controlling_terminal() -> bool:
-    try:
-        fd = os.open("/dev/tty", os.O_RDONLY | getattr(os, "O_NOCTTY", 0))
-    except OSError:
-        return False
-    os.close(fd)
-    return True
-
-
 def parse_flag(value: str | None) -> bool | None:
     """AGENT_SALON_HEADLESS: 1/true/yes/on, 0/false/no/off, or unset/empty (None)."""
     text = (value or "").strip().lower()
@@ -126,20 +119,20 @@ def parse_flag(value: str | None) -> bool | None:
     raise HookInputError(f"AGENT_SALON_HEADLESS={value!r} is not a flag; use 1 or 0")
 
 
-def decide_headless(forced: bool | None, chain: list[Proc], terminal: bool) -> bool:
+def decide_headless(forced: bool | None, chain: list[Proc]) -> bool:
     """The rule of the module docstring, over plain values (unit-tested)."""
     if forced is not None:
         return forced
     owner = owning_claude(chain)
     if owner is not None:
         return print_flag(owner.argv) or not owner.tty
-    return not terminal
+    return False
 
 
 def is_headless(forced: bool | None = None) -> bool:
     if forced is not None:
         return forced
-    return decide_headless(None, ancestors(), has_controlling_terminal())
+    return decide_headless(None, ancestors())
 
 
 class OwnerWatch:

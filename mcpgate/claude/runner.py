@@ -111,7 +111,7 @@ def run_hook(
             sessionmap.record(ctx.session)  # first: the headers helper is waiting for it
         if fast_path(ctx):
             return 0
-        ctx.prepare(environ)
+        ctx.prepare(environ, default_store=line.default_store)
         judging = environ.get("AGENT_SALON_TRIAGE_CMD", "").strip()  # else no line trip
         if kind == "stop" and not ctx.headless and judging:
             try:

@@ -33,7 +33,9 @@ class Command(BusCommand):
             run_hook(
                 argv[2:],
                 environment=lambda: dict(os.environ),
-                line_for=lambda values: Line(own_store(), settings.SETTINGS_KEY),
+                line_for=lambda values: Line(
+                    own_store(), settings.SETTINGS_KEY, default_store=settings.DEFAULT_STORE
+                ),
             )
         )
 
