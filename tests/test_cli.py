@@ -409,6 +409,22 @@ def test_history_from_filters_by_sender_and_includes_own_entries(env):
     assert [e["content"] for e in only_api["entries"]] == ["from api"]
 
 
+def test_a_history_that_names_no_room_covers_every_room_of_the_seat(env):
+    meet(env)
+    ok(web(env, "send", "team", "FACT", "in team"))
+    ok(web(env, "join", "ops-room", "--create"))
+    ok(web(env, "send", "ops-room", "FACT", "in ops-room"))
+    every = ok_json(web(env, "history", "--json"))
+    assert [(e["room"], e["content"]) for e in every["entries"]][-2:] == [
+        ("team", "in team"),
+        ("ops-room", "in ops-room"),
+    ]
+    assert "in ops-room" in ok(web(env, "history")).stdout
+    # A lone number is the count: the last entry of every room of the seat.
+    last = ok_json(web(env, "history", "1", "--json"))
+    assert [e["content"] for e in last["entries"]] == ["in ops-room"]
+
+
 def test_send_reads_text_from_stdin_and_stores_meta_and_re(env):
     meet(env)
     asked = ok_json(web(env, "send", "team", "QUESTION", "which port?", "--json"))

@@ -109,7 +109,7 @@ def test_the_send_tool_takes_a_single_addressee_as_a_string_not_its_letters(team
         label = "web"
         session_id = ""
 
-        def seat(self):
+        def seat(self, **_):
             return writer
 
     result = tools.run_tool(
