@@ -18,7 +18,9 @@ this module imports no Django until it must:
   runs with the full INSTALLED_APPS through Django's own dispatcher.
 
 `salon`, `salon help` and `salon --help` list agent-salon's commands; `salon help --all`
-adds Django's own. A misspelt command is one line naming the closest one (exit 2).
+adds Django's own; `salon help NAME` is `salon NAME --help`. A misspelt command or option
+(`salon sned`, `salon help nosuch`, `salon --versio`) is one line naming the closest one
+(exit 2).
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent-salon {version()}")
         return 0
     if command in ("help", "--help", "-h") and argv[1:] != ["--all"]:
-        print(usage())
-        return 0
+        return _help(argv[1:])
+    if command.startswith("-") and not _django_options(argv):
+        return _unknown(command, ["--help", "-h", "--version"], what="option")
     if command in SERVERS:
         _take_back_sigint()
     if argv == ["mcp"]:
@@ -256,13 +259,28 @@ def _run_django(argv: list[str]) -> int:
     return 0
 
 
-def _unknown(name: str, known: list[str]) -> int:
+def _help(rest: list[str]) -> int:
+    """`salon help` lists the commands; `salon help NAME` is `salon NAME --help`, so a
+    misspelt NAME is the same one line as a misspelt command."""
+    if not rest or rest[0] in ("help", "--help", "-h"):
+        print(usage())
+        return 0
+    if len(rest) > 1 or rest[0].startswith("-"):
+        print(
+            "salon help: give one command name, e.g. `salon help send` (salon --help lists them)",
+            file=sys.stderr,
+        )
+        return 2
+    return main([rest[0], "--help"])
+
+
+def _unknown(name: str, known: list[str], *, what: str = "command") -> int:
     import difflib
 
     guess = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean `salon {guess[0]}`? " if guess else ""
     print(
-        f"salon: there is no command {name[:64]!r}; {hint}(salon --help lists them)",
+        f"salon: there is no {what} {name[:64]!r}; {hint}(salon --help lists them)",
         file=sys.stderr,
     )
     return 2

@@ -270,6 +270,23 @@ def test_help_prints_usage_and_writes_nothing(env):
     assert dump(env) == before
 
 
+def test_help_names_a_command_and_a_misspelling_is_one_did_you_mean_line(env):
+    shown = ok(salon(env, "help", "send"))
+    assert shown.stdout.startswith("usage: salon send")
+    assert ok(salon(env, "help", "serve")).stdout.startswith("usage: salon serve")
+    for argv, guess in [
+        (["sned"], "`salon send`"),
+        (["help", "sned"], "`salon send`"),
+        (["help", "nosuch"], None),
+        (["--versio"], "`salon --version`"),
+    ]:
+        line = refused(salon(env, *argv), code=2)
+        assert line.startswith("salon: there is no "), argv
+        assert argv[-1] in line and "salon --help lists them" in line, line
+        if guess:
+            assert f"did you mean {guess}?" in line, line
+
+
 def test_prune_dry_is_refused_and_prunes_nothing(env):
     meet(env)
     execute(env, "UPDATE bus_seat SET last_seen = '2020-01-01 00:00:00', last_wrote = NULL")
