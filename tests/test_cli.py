@@ -527,8 +527,18 @@ def test_part_leaves_the_room_and_join_comes_back(env):
 
 
 def test_join_a_missing_room_needs_create(env):
-    assert "team" in refused(web(env, "join", "team"), code=1)
+    line = refused(web(env, "join", "team"), code=1)
+    assert "`salon join team --create`" in line, line
     assert "created" in ok(web(env, "join", "team", "--create")).stdout
+
+
+def test_joining_an_archived_room_says_at_once_how_to_restore_it(env):
+    ok(salon(env, "rooms", "--create", "ops"))
+    ok(salon(env, "rooms", "--archive", "ops"))
+    for argv in (["join", "ops"], ["join", "ops", "--create"], ["send", "ops", "FACT", "hi"]):
+        line = refused(web(env, *argv), code=1)
+        assert "archived: `salon rooms --restore ops`" in line, line
+        assert "create" not in line, line
 
 
 # ---------------------------------------------------------------- tokens
