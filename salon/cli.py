@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         return _help(argv[1:])
     if command.startswith("-") and not _django_options(argv):
         return _unknown(command, ["--help", "-h", "--version"], what="option")
+    if command == "where" and not _django_options(argv):
+        return guarded(lambda: run_where(argv[1:]))
     if command in SERVERS:
         _take_back_sigint()
     if argv == ["mcp"]:
@@ -117,13 +119,9 @@ def guarded(run: Callable[[], int]) -> int:
 
 
 def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
+    from salon import __version__
 
-    try:
-        return installed("agent-salon")
-    except PackageNotFoundError:
-        return "(not installed)"
+    return __version__
 
 
 def usage() -> str:
@@ -204,6 +202,22 @@ def run_verb(argv: list[str]) -> int:
     values = config.merged_environment()
     config.read(values)  # a malformed setting is refused before anything is asked
     return verbs.run(argv, caller=verbs.caller(values), answer=_line(values).answer)
+
+
+def run_where(argv: list[str]) -> int:
+    """`salon where` without Django: settings, paths and the servers' own answers are all
+    it needs, and it answers as fast as any other command."""
+    import json
+
+    from bus.management.verbs import Parser
+    from salon import config, store
+
+    parser = Parser(prog="salon where", description=store.WHERE_HELP)
+    parser.add_argument("--json", action="store_true", help="one JSON document")
+    options = parser.parse_args(argv)
+    found = store.describe(config.merged_environment())
+    print(json.dumps(found) if options.json else "\n".join(store.describe_lines(found)))
+    return 0
 
 
 def run_stdio(argv: list[str], *, greet: bool = True) -> int:
