@@ -751,10 +751,13 @@ def first_cursor(
 
 class AddresseeStatus(
     namedtuple(
-        "AddresseeStatus", "name live_seats quiet_until quiet_forever", defaults=(None, False)
+        "AddresseeStatus",
+        "name live_seats quiet_until quiet_forever unknown_seats",
+        defaults=(None, False, 0),
     )
 ):
-    """One ``to`` name as send saw it: the name, how many of its seats are live (int).
+    """One ``to`` name as send saw it: the name, how many of its seats are live (int),
+    and how many are `unknown` (seen lately: still woken, and listed in `wakes`).
 
     ``quiet_until`` (datetime or None) / ``quiet_forever`` (bool) describe an addressee
     whose seats are all quiet (an expired quiet must already be left out by the caller).
@@ -772,12 +775,21 @@ def send_notices(
     to: Sequence[str],
     content_length: int,
     long_chars: int,
+    inbox_chars: int = 0,
 ) -> list[str]:
-    """A send's notices: reported to the writer, never enforced. Each is a whole sentence."""
+    """A send's notices: reported to the writer, never enforced. Each is a whole sentence.
+    They never contradict the report: a seat of unknown liveness is in `wakes`, and the
+    inbox clips a long entry for every seat it does not wake (clip)."""
     notices: list[str] = []
     for status in to_status:
         who = _show(status.name)
-        if status.live_seats <= 0:
+        if status.live_seats <= 0 and status.unknown_seats > 0:
+            notices.append(
+                f"{who} has a session seen in the last {_minutes(UNKNOWN_WINDOW)} minutes but "
+                "not known to be live: it is woken if it is still there; otherwise the entry "
+                "waits in the room and will be read when a session of it comes back."
+            )
+        elif status.live_seats <= 0:
             notices.append(
                 f"{who} has no live session: the entry waits in the room and will be read "
                 "when a session of it comes back."
@@ -806,9 +818,24 @@ def send_notices(
             )
         notices.append(f"{head}: {why}.")
     if long_chars > 0 and content_length > long_chars:
+        if not 0 < inbox_chars < content_length:
+            reach = "every seat in the room reads all of it"
+        elif woken:
+            reach = (
+                "the seats it wakes read all of it, every other seat's inbox only about its "
+                f"first {inbox_chars} characters (history shows it whole)"
+            )
+        else:
+            reach = (
+                f"it wakes nobody, so every inbox shows only about its first {inbox_chars} "
+                "characters (history shows it whole)"
+            )
         notices.append(
-            f"This entry is {content_length} characters long (over {long_chars}): every seat "
-            "in the room reads all of it; consider shortening it, or putting the detail "
-            "in a file and sending its path."
+            f"This entry is {content_length} characters long (over {long_chars}): {reach}; "
+            "consider shortening it, or putting the detail in a file and sending its path."
         )
     return notices
+
+
+def _minutes(window: timedelta) -> int:
+    return int(window.total_seconds() // 60)

@@ -171,9 +171,10 @@ class LineServer:
     dict; `hear(entry_id, seat_ids)` takes the rings. Both run in the loop.
     """
 
-    def __init__(self, store: str, settings_key: str, answer, hear) -> None:
+    def __init__(self, store: str, settings_key: str, answer, hear, kind: str = "stdio") -> None:
         self.store = store
         self.settings_key = settings_key
+        self.kind = kind  # "daemon" (salon serve, runserver) or "stdio" (salon mcp)
         self.answer = answer
         self.hear = hear
         self.path: str | None = None
@@ -251,6 +252,9 @@ class LineServer:
             if seats:
                 self.hear(str(ring.get("entry")), seats)
             return None  # a ring expects no answer
+        if request.get("op") == "hello":  # `salon where`: which kind, and for whom
+            answers = request.get("settings") == self.settings_key
+            return {"ok": True, "result": {"kind": self.kind, "answers": answers}}
         if request.get("settings") != self.settings_key:
             return {"ok": False, "error": "other settings: run it in the caller's process"}
         return await self.answer(request)
@@ -277,7 +281,13 @@ class StreamHost:
         self.recent = RecentRings()
         self.store = own_store()
         self.peers = local.ServerList(self.store)  # the other servers a send rings
-        self.line = LineServer(self.store, settings.SETTINGS_KEY, self.answer, self.listener.hear)
+        self.line = LineServer(
+            self.store,
+            settings.SETTINGS_KEY,
+            self.answer,
+            self.listener.hear,
+            kind="daemon" if run_companions else "stdio",
+        )
         self.serve_line = serve_line
         self.run_companions = run_companions  # a daemon starts the registered companions
         self.running: list[Any] = []  # the companions started

@@ -8,9 +8,11 @@ operation table, bus.management.ops). The same sockets carry the doorbell of pro
 that host no streams (`ring`).
 
 * Where: `<tmp>/agent-salon-<uid>/line-<store key>-<pid>.sock`. The store key is a hash
-  of the store (the SQLite file's absolute path, or DATABASE_URL) and of the code's
-  location, so a request only reaches a server of the same store running the same code;
-  the pid tells servers apart. Clients try them newest first.
+  of the store (the SQLite file's absolute path, or DATABASE_URL) only: a checkout's
+  `manage.py` and the installed `salon` find the same servers. The pid tells servers
+  apart; clients try them newest first. What a server answers depends on the settings
+  and the version of the code, both in the request's settings key (salon.config): a
+  server of other settings or another version declines, and the caller works itself.
 * Who: the directory must be owned by this user and closed to everybody else (mode 700)
   on both sides, else nothing listens and nothing connects; each socket is mode 600; on
   Linux the server also checks the caller's uid (SO_PEERCRED). Whoever can reach the
@@ -48,7 +50,6 @@ GREETING = b"+"
 CONNECT_SECONDS = 0.5
 ANSWER_SECONDS = 15.0
 MAX_MESSAGE_BYTES = 4 << 20
-CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Unanswered(Exception):
@@ -129,7 +130,7 @@ def store_of(values: dict[str, str], default_db: str) -> str:
 
 
 def store_key(store: str) -> str:
-    return f"{zlib.crc32((store + chr(0) + CODE_ROOT).encode()):08x}"
+    return f"{zlib.crc32(store.encode()):08x}"
 
 
 def socket_path(store: str, pid: int | None = None) -> str:
@@ -190,6 +191,21 @@ def greets(path: str) -> bool:
         return False
     finally:
         client.close()
+
+
+def hello(path: str, store: str, settings_key: str) -> dict | None:
+    """What the server at `path` says of itself: `{"kind": "daemon" | "stdio",
+    "answers": whether it answers a caller of these settings}`; None when it does not
+    greet in time or answer (stopped, wedged, or of an older wire)."""
+    body = json.dumps(
+        {"v": WIRE_VERSION, "store": store, "op": "hello", "settings": settings_key}
+    ).encode()
+    try:
+        answer = _exchange(path, body, CONNECT_SECONDS)
+    except (OSError, Unanswered):
+        return None
+    result = answer.get("result") if answer.get("ok") else None
+    return result if isinstance(result, dict) else None
 
 
 def server_pid(path: str) -> int | None:

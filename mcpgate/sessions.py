@@ -231,9 +231,9 @@ class HttpBinding:
         self.session_id = session.id
         self.base_url = base_url
 
-    def seat(self) -> Seat:
+    def seat(self, *, joining: str | None = None) -> Seat:
         if self.session.seat_id is None:
-            self.session = bind_seat(self.session)
+            self.session = bind_seat(self.session, joining=joining)
         return self.session.seat
 
     def checkin(self, session_id: str, cwd: str | None) -> Seat:
@@ -271,7 +271,7 @@ def existing_seat(session: McpSession) -> Seat | None:
     return seat
 
 
-def bind_seat(session: McpSession) -> McpSession:
+def bind_seat(session: McpSession, *, joining: str | None = None) -> McpSession:
     """Give a labeled session its seat: label#<first 8 of the Claude session id, else of
     the MCP session id> (seat_session_id)."""
     seat = services.seats.check_in(
@@ -279,6 +279,7 @@ def bind_seat(session: McpSession) -> McpSession:
         session_id=session.claude_session_id or seat_session_id(session),
         default_rooms=session.rooms,
         join_defaults=True,
+        joining=joining,
     )
     McpSession.objects.filter(pk=session.pk).update(seat=seat)
     session.seat = seat

@@ -76,13 +76,14 @@ class StdioBinding:
             self._seat = services.seats.find_seat(agent=self.label, session_id=self.claude_session)
         return self._seat
 
-    def seat(self) -> Seat:
+    def seat(self, *, joining: str | None = None) -> Seat:
         if self._seat is None:
             self._seat = services.seats.check_in(
                 agent=self.label,
                 session_id=self.claude_session,
                 default_rooms=settings.AGENT_ROOMS,
                 join_defaults=True,
+                joining=joining,
             )
         return self._seat
 

@@ -29,7 +29,7 @@ class Binding(Protocol):
     label: str
     takes_checkin: bool
 
-    def seat(self) -> Seat: ...
+    def seat(self, *, joining: str | None = None) -> Seat: ...
 
     def checkin(self, session_id: str, cwd: str | None) -> Seat: ...
 
@@ -429,7 +429,9 @@ def run_tool(binding: Binding, tool: Tool, arguments: dict) -> dict:
         return protocol.tool_error(f"{tool.name}: " + "; ".join(problems))
     try:
         if binding.label and tool.name != "checkin":
-            binding.seat()  # a tool call is what makes a session a seat (checkin names its own)
+            # A tool call is what makes a session a seat (checkin names its own); a new
+            # seat whose first act is `join` is in that room only.
+            binding.seat(joining=arguments["room"] if tool.name == "join" else None)
         result = tool.handler(binding, arguments)
     except RuleError as exc:
         return protocol.tool_error(str(exc))

@@ -18,7 +18,9 @@ this module imports no Django until it must:
   runs with the full INSTALLED_APPS through Django's own dispatcher.
 
 `salon`, `salon help` and `salon --help` list agent-salon's commands; `salon help --all`
-adds Django's own. A misspelt command is one line naming the closest one (exit 2).
+adds Django's own; `salon help NAME` is `salon NAME --help`. A misspelt command or option
+(`salon sned`, `salon help nosuch`, `salon --versio`) is one line naming the closest one
+(exit 2).
 """
 
 from __future__ import annotations
@@ -73,8 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent-salon {version()}")
         return 0
     if command in ("help", "--help", "-h") and argv[1:] != ["--all"]:
-        print(usage())
-        return 0
+        return _help(argv[1:])
+    if command.startswith("-") and not _django_options(argv):
+        return _unknown(command, ["--help", "-h", "--version"], what="option")
+    if command == "where" and not _django_options(argv):
+        return guarded(lambda: run_where(argv[1:]))
     if command in SERVERS:
         _take_back_sigint()
     if argv == ["mcp"]:
@@ -114,13 +119,9 @@ def guarded(run: Callable[[], int]) -> int:
 
 
 def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
+    from salon import __version__
 
-    try:
-        return installed("agent-salon")
-    except PackageNotFoundError:
-        return "(not installed)"
+    return __version__
 
 
 def usage() -> str:
@@ -206,6 +207,22 @@ def run_verb(argv: list[str]) -> int:
     return verbs.run(argv, caller=verbs.caller(values), answer=_line(values).answer)
 
 
+def run_where(argv: list[str]) -> int:
+    """`salon where` without Django: settings, paths and the servers' own answers are all
+    it needs, and it answers as fast as any other command."""
+    import json
+
+    from bus.management.verbs import Parser
+    from salon import config, store
+
+    parser = Parser(prog="salon where", description=store.WHERE_HELP)
+    parser.add_argument("--json", action="store_true", help="one JSON document")
+    options = parser.parse_args(argv)
+    found = store.describe(config.merged_environment())
+    print(json.dumps(found) if options.json else "\n".join(store.describe_lines(found)))
+    return 0
+
+
 def run_stdio(argv: list[str], *, greet: bool = True) -> int:
     """`salon mcp`: `initialize` answered first (mcpgate.greeting: Claude Code waits for
     it at every session start), then the store made ready and the lean app set loaded (no
@@ -259,13 +276,28 @@ def _run_django(argv: list[str]) -> int:
     return 0
 
 
-def _unknown(name: str, known: list[str]) -> int:
+def _help(rest: list[str]) -> int:
+    """`salon help` lists the commands; `salon help NAME` is `salon NAME --help`, so a
+    misspelt NAME is the same one line as a misspelt command."""
+    if not rest or rest[0] in ("help", "--help", "-h"):
+        print(usage())
+        return 0
+    if len(rest) > 1 or rest[0].startswith("-"):
+        print(
+            "salon help: give one command name, e.g. `salon help send` (salon --help lists them)",
+            file=sys.stderr,
+        )
+        return 2
+    return main([rest[0], "--help"])
+
+
+def _unknown(name: str, known: list[str], *, what: str = "command") -> int:
     import difflib
 
     guess = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean `salon {guess[0]}`? " if guess else ""
     print(
-        f"salon: there is no command {name[:64]!r}; {hint}(salon --help lists them)",
+        f"salon: there is no {what} {name[:64]!r}; {hint}(salon --help lists them)",
         file=sys.stderr,
     )
     return 2

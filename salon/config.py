@@ -138,15 +138,18 @@ def settings_key(values: Mapping[str, str]) -> str:
     a command is answered by a running server only when both hold the same. Two CRC-32s
     (of the text and of it reversed), not a SHA: hashlib loads OpenSSL, ~3 ms of every
     command and hook that a server answers, and this tells apart two settings of one
-    user, it guards nothing."""
+    user, it guards nothing. The code's version is part of it: a server of another
+    version (a daemon left running across an upgrade) does not answer for this code."""
     import zlib
+
+    from salon import __version__
 
     shaping = sorted(
         (name, values.get(name, "").strip())
         for name in (*KNOWN, "DATABASE_URL", "REDIS_URL")
         if name not in PER_CALLER
     )
-    text = repr(shaping).encode()
+    text = repr((__version__, shaping)).encode()
     return f"{zlib.crc32(text):08x}{zlib.crc32(text[::-1]):08x}"
 
 

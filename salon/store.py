@@ -303,24 +303,71 @@ def _migrate_once(path: str) -> None:
 # ---------------------------------------------------------------- where, backup
 
 
+WHERE_HELP = (
+    "Say which store, secret and data directory this environment uses (every project "
+    "and hook of a user meets in the same one unless told otherwise), whether its daemon "
+    "(salon serve) is running, and which sessions' `salon mcp` servers are."
+)
+
+
 def describe(values: Mapping[str, str]) -> dict:
     """`salon where`: which store, secret and data directory these settings use, and
-    which servers of the store are running (their local line answers)."""
+    which servers of the store are running (their local line answers): `servers` the
+    daemons (`salon serve`), `stdio` the sessions' `salon mcp`; `otherSettings` those of
+    them that run with other settings or another version, so that commands from here
+    work on the store themselves. Django-free: `where` answers as fast as a hook."""
     from mcpgate import local
+    from salon import config
 
     where = locate(values)
-    running = [
-        pid
-        for path in local.servers(where.store)
-        if local.greets(path) and (pid := local.server_pid(path)) is not None
-    ]
+    store_name = where.store
+    key = config.settings_key(values)
+    found: dict[str, list[int]] = {"daemon": [], "stdio": [], "other": []}
+    for path in local.servers(store_name):
+        pid = local.server_pid(path)
+        said = local.hello(path, store_name, key)
+        if pid is None or said is None:
+            continue
+        found["daemon" if said.get("kind") == "daemon" else "stdio"].append(pid)
+        if not said.get("answers"):
+            found["other"].append(pid)
     return {
         "store": where.database_url.split("@")[-1] if where.database_url else where.db_path,
         "engine": "postgresql" if where.database_url else "sqlite",
         "secret": where.secret_path or "AGENT_SALON_SECRET",
         "dataDir": where.data_dir,
-        "servers": running,
+        "servers": sorted(found["daemon"]),
+        "stdio": sorted(found["stdio"]),
+        "otherSettings": sorted(found["other"]),
     }
+
+
+def describe_lines(found: dict) -> list[str]:
+    """`salon where`'s text: the store, secret and data directory, then its servers."""
+    pids = lambda ids: ", ".join(map(str, ids))  # noqa: E731
+    lines = [
+        f"store     {found['store']} ({found['engine']})",
+        f"secret    {found['secret']}",
+        f"data dir  {found['dataDir']}",
+    ]
+    if found["servers"]:
+        lines.append(f"daemon    running (pid {pids(found['servers'])})")
+    else:
+        lines.append("daemon    none running")
+    if found["stdio"]:
+        count = len(found["stdio"])
+        lines.append(
+            f"sessions  {count} `salon mcp` server{'s' if count > 1 else ''} of Claude Code "
+            f"sessions (pid {pids(found['stdio'])})"
+        )
+    if found["otherSettings"]:
+        lines.append(
+            f"          pid {pids(found['otherSettings'])} runs with other settings or "
+            "another version: commands from here work on the store themselves"
+        )
+    elif not found["servers"] and not found["stdio"]:
+        lines.append("          commands and hooks work on the store themselves")
+    return lines
 
 
 def backup(values: Mapping[str, str], target: Path) -> list[Path]:

@@ -270,6 +270,23 @@ def test_help_prints_usage_and_writes_nothing(env):
     assert dump(env) == before
 
 
+def test_help_names_a_command_and_a_misspelling_is_one_did_you_mean_line(env):
+    shown = ok(salon(env, "help", "send"))
+    assert shown.stdout.startswith("usage: salon send")
+    assert ok(salon(env, "help", "serve")).stdout.startswith("usage: salon serve")
+    for argv, guess in [
+        (["sned"], "`salon send`"),
+        (["help", "sned"], "`salon send`"),
+        (["help", "nosuch"], None),
+        (["--versio"], "`salon --version`"),
+    ]:
+        line = refused(salon(env, *argv), code=2)
+        assert line.startswith("salon: there is no "), argv
+        assert argv[-1] in line and "salon --help lists them" in line, line
+        if guess:
+            assert f"did you mean {guess}?" in line, line
+
+
 def test_prune_dry_is_refused_and_prunes_nothing(env):
     meet(env)
     execute(env, "UPDATE bus_seat SET last_seen = '2020-01-01 00:00:00', last_wrote = NULL")
@@ -409,6 +426,22 @@ def test_history_from_filters_by_sender_and_includes_own_entries(env):
     assert [e["content"] for e in only_api["entries"]] == ["from api"]
 
 
+def test_a_history_that_names_no_room_covers_every_room_of_the_seat(env):
+    meet(env)
+    ok(web(env, "send", "team", "FACT", "in team"))
+    ok(web(env, "join", "ops-room", "--create"))
+    ok(web(env, "send", "ops-room", "FACT", "in ops-room"))
+    every = ok_json(web(env, "history", "--json"))
+    assert [(e["room"], e["content"]) for e in every["entries"]][-2:] == [
+        ("team", "in team"),
+        ("ops-room", "in ops-room"),
+    ]
+    assert "in ops-room" in ok(web(env, "history")).stdout
+    # A lone number is the count: the last entry of every room of the seat.
+    last = ok_json(web(env, "history", "1", "--json"))
+    assert [e["content"] for e in last["entries"]] == ["in ops-room"]
+
+
 def test_send_reads_text_from_stdin_and_stores_meta_and_re(env):
     meet(env)
     asked = ok_json(web(env, "send", "team", "QUESTION", "which port?", "--json"))
@@ -494,8 +527,18 @@ def test_part_leaves_the_room_and_join_comes_back(env):
 
 
 def test_join_a_missing_room_needs_create(env):
-    assert "team" in refused(web(env, "join", "team"), code=1)
+    line = refused(web(env, "join", "team"), code=1)
+    assert "`salon join team --create`" in line, line
     assert "created" in ok(web(env, "join", "team", "--create")).stdout
+
+
+def test_joining_an_archived_room_says_at_once_how_to_restore_it(env):
+    ok(salon(env, "rooms", "--create", "ops"))
+    ok(salon(env, "rooms", "--archive", "ops"))
+    for argv in (["join", "ops"], ["join", "ops", "--create"], ["send", "ops", "FACT", "hi"]):
+        line = refused(web(env, *argv), code=1)
+        assert "archived: `salon rooms --restore ops`" in line, line
+        assert "create" not in line, line
 
 
 # ---------------------------------------------------------------- tokens

@@ -127,6 +127,8 @@ def test_salon_where_names_the_store_the_secret_and_the_data_directory(home, sho
         "secret": str(data / ".agent-salon-secret"),
         "dataDir": str(data),
         "servers": [],
+        "stdio": [],
+        "otherSettings": [],
     }
 
 

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -577,3 +578,53 @@ def test_a_deeply_nested_request_on_the_line_is_answered_an_error_and_logged_in_
     log = server.stderr.read()
     assert "Traceback" not in log and "RecursionError" not in log, log
     assert len([line for line in log.splitlines() if "nested" in line]) == 1, log
+
+
+# ---------------------------------------------------------------- where
+
+
+def test_a_checkout_and_the_installed_salon_see_the_same_servers_and_peek_uses_them(
+    env, webdir, server, no_django, tmp_path
+):
+    """`manage.py where` in a checkout and `salon where` agree; a session's `salon mcp`
+    is not a daemon; `manage.py peek` in the checkout is answered by a running server
+    (its Django cannot load)."""
+    the_team(env, webdir)
+    send(env, api, "team", "FACT", "the login form is web-app's")
+    checkout = tmp_path / "checkout"
+    for package in ("bus", "mcpgate", "relay", "salon", "templates"):
+        shutil.copytree(REPO / package, checkout / package, ignore=shutil.ignore_patterns("*.pyc"))
+    shutil.copy(REPO / "manage.py", checkout / "manage.py")
+    poison = no_django["PYTHONPATH"].split(os.pathsep)[0]
+    in_checkout = {**env, "PYTHONPATH": os.pathsep.join([poison, str(checkout)])}
+
+    def manage(*args, **extra):
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            env={**in_checkout, **extra},
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    daemon = Daemon(env=env, cwd=tmp_path).start()
+    try:
+        wait_for = time.monotonic() + 30
+        while len(sockets(env)) < 2 and time.monotonic() < wait_for:
+            time.sleep(0.05)
+        installed = json.loads(ok(salon(env, "where", "--json")).stdout)
+        from_checkout = json.loads(ok(manage("where", "--json")).stdout)
+        peeked = ok(
+            manage(
+                "peek", "team", "--json", AGENT_SALON_NAME="web-app",
+                CLAUDE_CODE_SESSION_ID=WEB_SESSION,
+            )
+        )  # fmt: skip
+    finally:
+        daemon.stop()
+    assert from_checkout == installed
+    assert installed["servers"] == [daemon.process.pid]
+    assert installed["stdio"] == [server.pid]
+    [entry] = json.loads(peeked.stdout)["entries"]
+    assert entry["content"] == "the login form is web-app's"

@@ -151,3 +151,11 @@ async def test_an_unlabeled_sdk_session_cannot_send(shared_daemon):
             await anonymous.call_tool("send", {"text": "hello", "type": "FACT"})
     assert refused.value.error.code == -32602
     assert "?label=" in refused.value.error.message
+
+
+async def test_a_new_http_seat_whose_first_act_is_join_is_in_that_room_only(shared_daemon):
+    async with connect(f"{shared_daemon.url}/mcp?label=fresh-joiner") as session:
+        joined = await session.call_tool("join", {"room": "team-first", "create": True})
+        assert not joined.is_error, joined.content
+        mine = (await session.call_tool("rooms", {})).structured_content["mine"]
+    assert mine == ["team-first"]

@@ -94,3 +94,13 @@ async def test_an_overlong_line_is_skipped_in_pieces_and_the_next_one_is_read(mo
 
     assert isinstance(first, stdio.OverlongLine) and first.size == 1001
     assert (second, end) == (b'{"a": 1}\n', None)
+
+
+async def test_a_new_stdio_seat_whose_first_act_is_join_is_in_that_room_only(env, tmp_path):
+    project = tmp_path / "fresh2"
+    project.mkdir()
+    async with stdio_session(env, project, "44444444-dddd-4000-8000-000000000004") as session:
+        joined = await session.call_tool("join", {"room": "team", "create": True})
+        assert not joined.is_error, joined.content
+        mine = (await session.call_tool("rooms", {})).structured_content["mine"]
+    assert mine == ["team"]

@@ -825,6 +825,25 @@ def test_a_long_entry_is_told_every_seat_reads_all_of_it():
     ]
 
 
+def test_a_long_entry_the_inbox_clips_says_who_reads_all_of_it_and_who_the_first_part():
+    assert notices(content_length=2000, inbox_chars=1200) == [
+        "This entry is 2000 characters long (over 1500): the seats it wakes read all of it, "
+        "every other seat's inbox only about its first 1200 characters (history shows it "
+        "whole); consider shortening it, or putting the detail in a file and sending its path."
+    ]
+    [nobody] = notices(content_length=2000, inbox_chars=1200, woken=[], other_live_seats=0)
+    assert "it wakes nobody, so every inbox shows only about its first 1200" in nobody
+
+
+def test_an_addressee_seen_lately_but_not_live_is_not_told_it_has_no_live_session():
+    got = notices(to=("ops",), to_status=[AddresseeStatus("ops", live_seats=0, unknown_seats=1)])
+    assert got == [
+        '"ops" has a session seen in the last 30 minutes but not known to be live: it is '
+        "woken if it is still there; otherwise the entry waits in the room and will be read "
+        "when a session of it comes back."
+    ]
+
+
 def test_an_entry_exactly_at_the_long_limit_has_no_long_notice():
     assert notices(content_length=1500) == []
 

@@ -109,7 +109,7 @@ def test_the_send_tool_takes_a_single_addressee_as_a_string_not_its_letters(team
         label = "web"
         session_id = ""
 
-        def seat(self):
+        def seat(self, **_):
             return writer
 
     result = tools.run_tool(
@@ -302,6 +302,35 @@ def test_a_long_entry_is_reported_as_read_in_full_by_every_seat(team, settings):
     report = send(writer, team, "x" * 101)
 
     assert any("101 characters long (over 100)" in n for n in report["notice"])
+
+
+def test_an_addressee_whose_seat_is_unknown_is_woken_and_not_told_it_has_no_live_session(team):
+    writer = make_seat("web", team)
+    api = make_seat("api", team, liveness=rules.UNKNOWN)
+
+    report = send(writer, team, "rebase please.", to=["api"])
+
+    assert report["wakes"] == [api.name]
+    assert not any("no live session" in n for n in report["notice"]), report["notice"]
+    assert any('"api"' in n and "not known to be live" in n for n in report["notice"])
+
+
+def test_the_long_entry_notice_says_what_the_inbox_of_a_seat_not_woken_shows(team, settings):
+    settings.LONG_CHARS, settings.INBOX_CHARS = 1500, 1200
+    writer = make_seat("web", team)
+    reader = make_seat("api", team)
+
+    report = send(writer, team, "A sentence of news. " * 100)
+
+    [long] = [n for n in report["notice"] if "characters long" in n]
+    assert "every seat in the room reads all of it" not in long
+    assert "first 1200 characters" in long and "history" in long
+    [shown] = services.reading.read_inbox(seat=reader, room="team")["entries"]
+    assert shown["clipped"] == 2000
+
+    woken = send(writer, team, "A sentence for you. " * 100, to=["api"])
+    [long] = [n for n in woken["notice"] if "characters long" in n]
+    assert "the seats it wakes read all of it" in long
 
 
 def test_a_caller_without_a_session_writes_as_the_bare_agent_name_and_is_warned(team):

@@ -50,8 +50,9 @@ class Call:
                 agent=agent,
                 session_id=session,
                 host=self.caller.get("host") or "",
-                default_rooms=[first_act_join] if first_act_join else self.caller.get("rooms"),
+                default_rooms=self.caller.get("rooms"),
                 join_defaults=bool(session),
+                joining=first_act_join,
             )
         return self._seat
 

@@ -390,6 +390,7 @@ def _decide(
             rules.AddresseeStatus(
                 name=name,
                 live_seats=sum(1 for r in matching if r.liveness(at) == rules.LIVE),
+                unknown_seats=sum(1 for r in matching if r.liveness(at) == rules.UNKNOWN),
                 quiet_until=max((r.quiet_until for r in quiet if r.quiet_until), default=None)
                 if all_quiet
                 else None,
@@ -404,6 +405,7 @@ def _decide(
         to=entry.to,
         content_length=len(entry.content),
         long_chars=settings.LONG_CHARS,
+        inbox_chars=settings.INBOX_CHARS,
     )
     return Decided(rows, unwoken, reasons, sorted(wakes), notices, woken_ids, at)
 

@@ -21,12 +21,20 @@ def existing_room_names() -> list[str]:
 
 def unknown_room(name: str) -> UnknownRoom:
     names = existing_room_names()
+    if Room.objects.filter(name=name, archived_at__isnull=False).exists():
+        return UnknownRoom(archived_room(name), names)
     listed = ", ".join(names) or "none yet"
     return UnknownRoom(
         f"there is no room {name!r} (rooms: {listed}); create it with "
-        f"`salon rooms --create {name}` or join with create",
+        f"`salon rooms --create {name}` or `salon join {name} --create` (the join tool: "
+        "create: true)",
         names,
     )
+
+
+def archived_room(name: str) -> str:
+    """The one refusal for an archived room, whatever was asked of it: the way back."""
+    return f"room {name!r} is archived: `salon rooms --restore {name}` brings it back"
 
 
 def get_room(name: str) -> Room:
@@ -47,9 +55,7 @@ def create_room(*, name: str) -> tuple[Room, bool]:
     existing = Room.objects.filter(name=name).first()
     if existing is not None:
         if existing.archived_at:
-            raise RuleError(
-                f"room {name!r} is archived; bring it back with `salon rooms --restore {name}`"
-            )
+            raise RuleError(archived_room(name))
         return existing, False
     try:
         return Room.objects.create(name=name), True

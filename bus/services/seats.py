@@ -26,6 +26,7 @@ def check_in(
     host: str = "",
     default_rooms: Sequence[str] | None = None,
     join_defaults: bool = False,
+    joining: str | None = None,
     touch: bool = True,
 ) -> Seat:
     """Find or create the seat of (agent, session id) and record a sign of life.
@@ -33,7 +34,8 @@ def check_in(
     With join_defaults, a seat new to the bus joins its default rooms once:
     `default_rooms` if given (the caller's own AGENT_SALON_ROOM or ?room=), else the rooms
     its agent's other seats are in, else the default room. A seat that later parts is
-    never re-joined.
+    never re-joined. A new seat whose first act is to join a room (`joining`) gets that
+    room only, over every transport.
     """
     agent = rules.validate_name(agent, "agent")
     if "@" in agent:
@@ -51,7 +53,7 @@ def check_in(
         Seat.objects.filter(pk=seat.pk).update(last_seen=at)
         seat.last_seen = at
     if join_defaults and not seat.defaults_applied:
-        _join_default_rooms(seat, default_rooms)
+        _join_default_rooms(seat, [joining] if joining else default_rooms)
     return seat
 
 

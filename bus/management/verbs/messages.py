@@ -161,18 +161,21 @@ class History(Verb):
     name = "history"
     summary = "the last entries of a room, yours included"
     help = (
-        "Show the last N entries of ROOM (default 20), your own included, never clipped; "
-        "the cursor does not move."
+        "Show the last N entries of ROOM (default 20), or with no ROOM of every room of this "
+        "seat, your own included, never clipped; the cursor does not move. A lone number is "
+        "N (`salon history 5`); a room named only with digits takes N as well "
+        "(`salon history 42 20`)."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("room", type=types.room_arg, help="the room")
+        parser.add_argument(
+            "room", nargs="?", type=types.room_arg, help="the room (default: all yours)"
+        )
         parser.add_argument(
             "count",
             metavar="N",
             type=types.count_arg,
             nargs="?",
-            default=20,
             help="how many entries (default 20)",
         )
         parser.add_argument(
@@ -185,7 +188,10 @@ class History(Verb):
         add_json_flag(parser)
 
     def arguments(self, options):
-        return {"room": options.room, "limit": options.count, "sender": options.sender}
+        room, count = options.room, options.count
+        if count is None and room is not None and room.isdigit() and int(room) > 0:
+            room, count = None, int(room)
+        return {"room": room, "limit": count or 20, "sender": options.sender}
 
     def show(self, history, options, out: Output):
         if options.json:
@@ -196,7 +202,8 @@ class History(Verb):
                 out.say("\n" + formats.tampered_warning(history["tampered"]))
         else:
             sender = options.sender
-            out.say(f"no entries in {history['room']}" + (f" from {sender}" if sender else ""))
+            where = history["room"] or ", ".join(history["rooms"]) or "any of your rooms"
+            out.say(f"no entries in {where}" + (f" from {sender}" if sender else ""))
 
 
 VERBS = [Send(), Inbox(), Peek(), Unread(), History()]

@@ -15,7 +15,6 @@ from django.core.management.base import CommandError
 from bus.management.base import SalonCommand
 from mcpgate import sessions
 from salon import config, serving, store
-from salon.management.commands import where
 
 
 class Command(SalonCommand):
@@ -117,7 +116,7 @@ class Command(SalonCommand):
         base = f"http://{host}:{port}"
         found = store.describe(config.merged_environment())
         self.stdout.write(f"agent-salon listening on {base}")
-        for line in where.lines(found)[:3]:  # its own line is not up yet: no server list
+        for line in store.describe_lines(found)[:3]:  # its own line is not up: no servers
             self.stdout.write(f"  {line}")
         self.stdout.write(f"  MCP endpoint : {base}/mcp?label=<agent>")
         self.stdout.write(f"  webhook      : {base}/notify?label=<sender>")

@@ -1,4 +1,7 @@
-"""`salon where`: which store, secret and data directory are in use, and its servers."""
+"""`salon where`: which store, secret and data directory are in use, and its servers.
+
+`salon where` and `manage.py where` are answered by salon.cli without Django (run_where);
+this command is what Django's own dispatcher lists and calls."""
 
 from __future__ import annotations
 
@@ -8,27 +11,8 @@ from bus.management.base import SalonCommand
 from salon import config, store
 
 
-def lines(found: dict) -> list[str]:
-    servers = found["servers"]
-    running = (
-        f"running (pid {', '.join(map(str, servers))})"
-        if servers
-        else "none running (commands and hooks work on the store themselves)"
-    )
-    return [
-        f"store     {found['store']} ({found['engine']})",
-        f"secret    {found['secret']}",
-        f"data dir  {found['dataDir']}",
-        f"servers   {running}",
-    ]
-
-
 class Command(SalonCommand):
-    help = (
-        "Say which store, secret and data directory this environment uses (every project "
-        "and hook of a user meets in the same one unless told otherwise), and whether a "
-        "server of the store (salon serve, salon mcp) is running."
-    )
+    help = store.WHERE_HELP
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="one JSON document")
@@ -38,4 +22,4 @@ class Command(SalonCommand):
         if json:
             self.stdout.write(jsonlib.dumps(found))
         else:
-            self.stdout.write("\n".join(lines(found)))
+            self.stdout.write("\n".join(store.describe_lines(found)))
