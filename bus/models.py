@@ -11,6 +11,7 @@ import uuid
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from bus import rules, strict
 from bus.ids import uuid7
@@ -479,6 +480,12 @@ class Token(models.Model):
         indexes = [
             models.Index(
                 fields=["label"], name="token_active_by_label", condition=Q(revoked_at__isnull=True)
+            ),
+            # Every /mcp and /notify request asks for the label in any case (Acme, acme).
+            models.Index(
+                Lower("label"),
+                name="token_active_by_folded_label",
+                condition=Q(revoked_at__isnull=True),
             ),
         ]
 

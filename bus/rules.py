@@ -279,6 +279,25 @@ def validate_name(value: str, what: str = "room") -> str:
     return value
 
 
+def fold_label(label: str) -> str:
+    """A label as compared for tokens: labels are ASCII (validate_name), folded to lower
+    case the way SQLite's lower() and PostgreSQL's do, so the index on it is used."""
+    return label.lower() if label.isascii() else label
+
+
+def case_variant_problem(label: str, tokened: list[str]) -> str | None:
+    """`Acme` while `acme` has a token: each spelling would be an agent of its own that
+    `acme`'s token does not cover, so a variant of a tokened label is refused (labels
+    keep their case otherwise). `tokened`: the tokened labels that fold to this one."""
+    if not tokened or label in tokened:
+        return None
+    owner = sorted(tokened)[0]
+    return (
+        f"label {_show(label)} differs only in case from {_show(owner)}, which has a token: "
+        f"use label {_show(owner)} with its bearer token"
+    )
+
+
 def validate_claimed_session(session_id: object) -> str:
     """checkin's `session_id`: a Claude Code session id is a UUID (36 characters); one
     shorter than MIN_CLAIMED_SESSION_CHARS could name another session's seat by the few

@@ -170,6 +170,14 @@ def join(text: str) -> dict:
         rules.validate_name(ticket.room, "room")
     except (crypto.CryptoError, client.RelayError, rules.RuleError) as exc:
         raise UnusableInput(f"this join string cannot be used: {exc}") from None
+    if claim.room != ticket.room:
+        # The relay grants the invite's room, never the string's: bridging the string's
+        # room would fail on every push and pull, for good. Refused before it is spent.
+        raise UnusableInput(
+            f"this join string cannot be used: it names room {ticket.room!r}, but its "
+            f"signed invite is for room {claim.room!r}; use the string `salon invite` "
+            "printed, unchanged"
+        )
     device = _device(claim.device)
     current = _keys()
     if current.device and current.device != device:

@@ -10,11 +10,15 @@ class SalonConfig(AppConfig):
     verbose_name = "agent-salon"
 
     def ready(self) -> None:
+        from django.contrib.auth import signals as auth_signals
+
         from bus import signals
-        from salon import metrics
+        from salon import metrics, sessions
 
         signals.wake_decided.connect(metrics.count_wake_decisions, dispatch_uid="salon.metrics")
         metrics.expose_store_figures()
+        auth_signals.user_logged_in.connect(sessions.on_login, dispatch_uid="salon.sessions")
+        auth_signals.user_logged_out.connect(sessions.on_logout, dispatch_uid="salon.sessions")
 
 
 class AdminConfig(admin_apps.AdminConfig):

@@ -66,22 +66,40 @@ def loopback(bind: str) -> bool:
         return False
 
 
+# How many open labels the warning names; the rest are counted.
+OPEN_LABELS_SHOWN = 10
+
+
 def open_bind_warning(bind: str) -> str | None:
-    """The loud warning for a server reachable beyond this machine while no
-    active token exists (a revoked one protects nobody), else None. `salon serve` and
-    `salon runserver` both print it. Needs the database."""
-    if loopback(bind):
+    """The loud warning for a server reachable beyond this machine while a label can write
+    without a token, else None. Unless AGENT_SALON_REQUIRE_TOKENS=1, that is always so
+    (any label nobody holds a token for is open, a new one too): the warning names the
+    agents of the store with no active token (a revoked one protects nobody). `salon
+    serve` and `salon runserver` both print it. Needs the database."""
+    if loopback(bind) or settings.REQUIRE_TOKENS:
         return None
-    from django.conf import settings
+    from bus.models import Agent, Token
 
-    from bus.models import Token
-
-    if settings.REQUIRE_TOKENS or Token.objects.filter(revoked_at__isnull=True).exists():
-        return None
+    tokened = set(Token.objects.filter(revoked_at__isnull=True).values_list("label", flat=True))
+    if not tokened:
+        return (
+            f"WARNING: listening on {bind}, beyond this machine, and no active token has been "
+            "issued: anyone who can reach it can write in any name. Issue tokens with `salon "
+            "token issue LABEL` (and set AGENT_SALON_REQUIRE_TOKENS=1), or bind to 127.0.0.1."
+        )
+    # Labels cannot hold "@": agents of other machines are written by the relay only.
+    names = (
+        Agent.objects.exclude(name__contains="@").order_by("name").values_list("name", flat=True)
+    )
+    open_names = [name for name in names if name not in tokened]
+    shown = ", ".join(strict.loggable(name, 64) for name in open_names[:OPEN_LABELS_SHOWN])
+    more = len(open_names) - OPEN_LABELS_SHOWN
+    which = shown + (f" (and {more} more)" if more > 0 else "") + " and " if shown else ""
     return (
-        f"WARNING: listening on {bind}, beyond this machine, and no active token has been "
-        "issued: anyone who can reach it can write in any name. Issue tokens with `salon "
-        "token issue LABEL` (and set AGENT_SALON_REQUIRE_TOKENS=1), or bind to 127.0.0.1."
+        f"WARNING: listening on {bind}, beyond this machine, and labels without a token can "
+        f"write: {which}any new label (only {len(tokened)} label(s) have a token). Set "
+        "AGENT_SALON_REQUIRE_TOKENS=1 (issue each label's token with `salon token issue "
+        "LABEL`), or bind to 127.0.0.1."
     )
 
 

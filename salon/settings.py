@@ -184,8 +184,9 @@ DATA_DIR = Path(_where.data_dir)
 SALON_SECRET = read_secret(_values)
 SECRET_KEY = "django-" + SALON_SECRET
 # Staff sessions live in their signed cookie, not in the store: nothing read from the
-# database opens the admin (the cookie is signed with the secret, a file of its own).
-SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+# database opens the admin (the cookie is signed with the secret, a file of its own). The
+# cookie carries the user's login key, which logging out replaces (salon.sessions).
+SESSION_ENGINE = "salon.sessions"
 
 # Host and Origin are checked against MCP_ALLOWED_HOSTS (AGENT_SALON_ALLOWED_HOSTS) by the
 # /mcp consumer and, for every other path, by salon.middleware (first in MIDDLEWARE), with

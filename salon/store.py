@@ -18,7 +18,8 @@ worker), and costs a few `stat` calls when all is in place:
   refused, naming where it was expected: a new one would make every entry read as
   tampered;
 * an SQLite store without its tables gets them: `salon migrate` runs once, under a lock,
-  so two first users at once are fine. A PostgreSQL store needs `salon migrate` (or
+  so two first users at once are fine (`salon serve`, which migrates at every start,
+  takes the same lock: migration_lock). A PostgreSQL store needs `salon migrate` (or
   `salon serve`); its commands say so in one line.
 
 Standard library only (and platformdirs, but on Linux), and paths as strings, not
@@ -276,16 +277,29 @@ def _holds_entries(where: Location) -> bool:
         return False  # unreachable: the commands that need it say so
 
 
-def _migrate_once(path: str) -> None:
-    """`salon migrate`, in a process of its own with every app, once: the first of
-    several processes arriving at once migrates, the others wait for it."""
+@contextlib.contextmanager
+def migration_lock(path: str | None):
+    """Held while the SQLite store at `path` is migrated (None, PostgreSQL: no lock): by
+    the first use of a store, and by `salon serve`, which migrates every time it starts.
+    Two at once would both create the tables; the second waits for the first."""
+    if path is None:
+        yield
+        return
     import fcntl
-    import subprocess  # here, not at the top: once per store (~3 ms of every start)
 
     flags = os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW
     descriptor = os.open(f"{path}.migrate-lock", flags, 0o600)
     with os.fdopen(descriptor, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _migrate_once(path: str) -> None:
+    """`salon migrate`, in a process of its own with every app, once: the first of
+    several processes arriving at once migrates, the others wait for it."""
+    import subprocess  # here, not at the top: once per store (~3 ms of every start)
+
+    with migration_lock(path):
         if _has_tables(path):
             return
         done = subprocess.run(

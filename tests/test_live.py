@@ -230,6 +230,29 @@ def test_the_stream_is_for_staff_only(store, server, tmp_path):
     assert httpx.get(server.url + "/admin/live/", timeout=5).status_code == 302  # to login
 
 
+@pytest.mark.slow
+def test_a_session_cookie_copied_before_logging_out_opens_neither_the_admin_nor_the_flow(
+    server,
+):
+    with staff_client(server.url) as staff:
+        copied = dict(staff.cookies)
+        page = staff.get("/admin/")
+        assert page.status_code == 200
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        assert staff.post("/admin/logout/", data={"csrfmiddlewaretoken": token}).is_success
+
+    with httpx.Client(base_url=server.url, cookies=copied, timeout=5) as thief:
+        admin = thief.get("/admin/")
+        assert admin.status_code == 302
+        assert admin.headers["location"].startswith("/admin/login/")
+        assert thief.get(STREAM).status_code == 403
+
+    # Logging in again works, with a cookie of its own.
+    with staff_client(server.url) as staff:
+        assert staff.get("/admin/").status_code == 200
+        assert dict(staff.cookies)["sessionid"] != copied["sessionid"]
+
+
 @pytest.mark.django_db
 def test_the_page_shows_the_rooms_and_the_seats_liveness_reading_quiet_and_focus(client):
     seed_rows()

@@ -10,6 +10,7 @@ print and what an MCP stream receives; every wait polls a condition with a deadl
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import shutil
 import signal
@@ -417,6 +418,25 @@ def test_a_damaged_join_string_is_a_one_line_usage_error(salons):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "join string" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_join_string_whose_room_is_not_its_invites_is_refused_at_join_and_not_spent(salons):
+    invited = salons.a.salon("invite", "team", "--for", "machineG").stdout.strip()
+    ticket = crypto.parse_join_string(invited)
+    forged = crypto.join_string(dataclasses.replace(ticket, room="ops"))
+    g = salons.machine("g")
+    try:
+        done = g.salon("join", forged)
+        rooms = g.salon("rooms").stdout
+        joined = g.salon("join", invited)
+    finally:
+        drop_store(g.env)
+
+    assert done.returncode == 2, done.stderr
+    assert "'ops'" in done.stderr and "'team'" in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "ops" not in rooms
+    assert joined.returncode == 0, joined.stderr  # the invite was not spent
 
 
 def test_salon_relay_bridge_carries_a_room_when_no_daemon_runs(salons):

@@ -417,6 +417,44 @@ def test_a_labels_token_is_required_for_the_label_itself(salon):
     assert session.initialized.status_code == 403
 
 
+def test_a_case_variant_of_a_tokened_label_is_refused_on_mcp_and_notify(salon, room):
+    """With a token for `acme`, `/notify?label=Acme` and `/mcp?label=ACME` got in without
+    one (`agents` then listed ACME, Acme and acme). A variant is refused, even with
+    `acme`'s own token (it would be another agent), and the answer names `acme`."""
+    agent = unique("acme")
+    token = cli_json("token", "issue", agent, "--json", env=salon.env)["token"]
+    for bearer in (None, token):
+        auth = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        response = notify(
+            salon.url, {"content": "as Acme", "room": room}, label=agent.title(), headers=auth
+        )
+        assert response.status_code == 401, response.text
+        assert agent in response.text and "case" in response.text
+        session = Mcp(salon.url, label=agent.upper(), token=bearer).open()
+        assert session.initialized.status_code == 403, session.initialized.text
+        assert "mcp-session-id" not in session.initialized.headers
+    assert entries_in(salon, room) == []
+    assert (
+        notify(
+            salon.url,
+            {"content": "as acme", "room": room},
+            label=agent,
+            headers={"Authorization": f"Bearer {token}"},
+        ).status_code
+        == 202
+    )
+    names = query_store(salon.env, "select name from bus_agent where lower(name) = ?", (agent,))
+    assert names == [(agent,)]
+
+
+def test_a_token_for_a_case_variant_of_a_tokened_label_is_refused(salon):
+    agent = unique("acme")
+    cli_json("token", "issue", agent, "--json", env=salon.env)
+    done = cli("token", "issue", agent.upper(), env=salon.env)
+    assert done.returncode != 0 and agent in done.stderr, done.stderr
+    assert TRACEBACK not in done.stderr
+
+
 # ---------------------------------------------------------------- finding 7: stop hook
 
 

@@ -645,6 +645,26 @@ def test_a_revoked_token_does_not_silence_the_open_bind_warning(tmp_path):
         drop_store(env)
 
 
+def test_one_active_token_does_not_silence_the_warning_while_other_labels_can_write(tmp_path):
+    """With a token for `acme` only, `web-app` and any new label still write with none:
+    serve on all interfaces warns and names the open label; requiring tokens silences it."""
+    env = private_env(tmp_path, AGENT_SALON_BIND="0.0.0.0")
+    try:
+        assert cli("token", "issue", "acme", env=env).returncode == 0
+        assert cli("send", "salon", "FACT", "hello", env=env, agent="web-app").returncode == 0
+        output = served_output(env, tmp_path, "serve", "--port", "PORT")
+        warnings = [line for line in output.splitlines() if "WARNING" in line]
+        assert warnings, output[-2000:]
+        assert "web-app" in warnings[0] and "any new label" in warnings[0]
+        assert "acme" not in warnings[0]
+
+        strict_env = {**env, "AGENT_SALON_REQUIRE_TOKENS": "1"}
+        output = served_output(strict_env, tmp_path, "serve", "--port", "PORT")
+        assert "listening" in output and "WARNING" not in output, output[-2000:]
+    finally:
+        drop_store(env)
+
+
 def test_runserver_on_all_interfaces_warns_like_serve(tmp_path):
     """REGRESSION: 2026-12-01 — `salon runserver 0.0.0.0:PORT` served everything to the
     network with no tokens issued and printed no warning. Wanted: the same warning as

@@ -90,6 +90,22 @@ def test_serve_applies_migrations_before_it_listens(tmp_path):
     assert rooms == ["salon"]
 
 
+@pytest.mark.parametrize("attempt", [1, 2, 3])
+def test_two_serves_started_together_on_a_fresh_sqlite_store_both_come_up(tmp_path, attempt):
+    """First use of a store is under a lock: the second `salon serve` waits for the first
+    one's migrations instead of running them too (`table "bus_agent" already exists`)."""
+    env = salon_env(tmp_path, DATABASE_URL="", REDIS_URL="")
+    servers = [Daemon(env=env, cwd=tmp_path).launch() for _ in range(2)]
+    try:
+        for server in servers:
+            server.wait_ready(timeout=90)
+    finally:
+        codes = [server.stop() for server in servers]
+    logs = "".join(server.log() for server in servers)
+    assert "already exists" not in logs and "Traceback" not in logs, logs[-3000:]
+    assert codes == [0, 0], logs[-3000:]
+
+
 def test_serve_listens_on_agent_salon_bind_and_port_from_the_environment(tmp_path, env):
     port = free_port()
     env = {**env, "AGENT_SALON_BIND": "127.0.0.1", "AGENT_SALON_PORT": str(port)}

@@ -54,10 +54,20 @@ def test_only_loopback_addresses_stay_on_this_machine(bind, loopback):
 def test_the_open_bind_warning_counts_active_tokens_only():
     assert "WARNING" in serving.open_bind_warning("0.0.0.0")
     services.tokens.issue_token(label="ci")
-    assert serving.open_bind_warning("0.0.0.0") is None
     services.tokens.revoke_tokens(label="ci")
     assert "no active token" in serving.open_bind_warning("0.0.0.0")
     assert serving.open_bind_warning("127.0.0.1") is None
+
+
+@pytest.mark.django_db
+def test_the_open_bind_warning_names_the_labels_that_write_without_a_token(settings):
+    for agent in ("web-app", "ci", "api"):
+        services.seats.check_in(agent=agent, session_id="aaaa1111bbbb2222")
+    services.tokens.issue_token(label="ci")
+    warning = serving.open_bind_warning("0.0.0.0")
+    assert "labels without a token can write: api, web-app and any new label" in warning
+    settings.REQUIRE_TOKENS = True
+    assert serving.open_bind_warning("0.0.0.0") is None
 
 
 # -- the application check (serving.lean_server_class) ------------------------------

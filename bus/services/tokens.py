@@ -15,6 +15,9 @@ from bus.models import Token
 
 def issue_token(*, label: str) -> str:
     label = rules.validate_name(label, "label")
+    problem = rules.case_variant_problem(label, _tokened_spellings(label))
+    if problem:
+        raise rules.RuleError(problem)
     token = "salon_" + secrets.token_urlsafe(32)
     Token.objects.create(label=label, token_hash=signing.hash_token(token))
     return token
@@ -39,20 +42,28 @@ def list_tokens() -> list[dict]:
     ]
 
 
-# Every MCP request and every /notify asks this: one indexed statement, written out
-# rather than compiled by the ORM on every call (token_active_by_label serves it).
-_HAS_TOKEN_SQL = "SELECT 1 FROM {table} WHERE label = %s AND revoked_at IS NULL LIMIT 1"
+# Every MCP request and every /notify asks this: one indexed statement (on the folded
+# label: token_active_by_folded_label), written out rather than compiled by the ORM on
+# every call.
+_TOKENED_SQL = (
+    "SELECT DISTINCT label FROM {table} WHERE lower(label) = %s AND revoked_at IS NULL LIMIT 8"
+)
 
 
-def _label_has_token(label: str) -> bool:
+def _tokened_spellings(label: str) -> list[str]:
+    """The labels with an active token that differ from this one at most in case."""
     with connection.cursor() as cursor:
-        cursor.execute(_HAS_TOKEN_SQL.format(table=Token._meta.db_table), [label])
-        return cursor.fetchone() is not None
+        cursor.execute(_TOKENED_SQL.format(table=Token._meta.db_table), [rules.fold_label(label)])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def token_problem(*, label: str | None, token: str | None) -> str | None:
     """None when the caller may proceed; else what is wrong and how to fix it."""
-    needed = settings.REQUIRE_TOKENS or (label and _label_has_token(label))
+    tokened = _tokened_spellings(label) if label else []
+    variant = rules.case_variant_problem(label, tokened) if label else None
+    if variant:
+        return variant
+    needed = settings.REQUIRE_TOKENS or bool(tokened)
     if not needed:
         return None
     if not label:

@@ -48,7 +48,11 @@ class Command(SalonCommand):
             )
         serving.allow_bound_host(bind)
         if not no_migrate:
-            call_command("migrate", interactive=False, verbosity=0)
+            # Under the lock of a store's first use: two servers (or a server and a hook)
+            # starting on a new store at once would both create its tables.
+            where = store.locate(config.merged_environment())
+            with store.migration_lock(where.db_path):
+                call_command("migrate", interactive=False, verbosity=0)
         if workers == 1:
             if serving.port_free(bind, port):
                 sessions.forget_streams()
