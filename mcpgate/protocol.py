@@ -30,6 +30,7 @@ Decisions where the MCP spec is silent or loose:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -562,40 +563,26 @@ def sse_comment(text: str = "") -> bytes:
 
 
 # ---------------------------------------------------------------- argument validation
+# The tool table's schemas are checked by `jsonschema` (Draft 2020-12, with one change:
+# an integer is a JSON integer, so 20.0 is refused); what is ours is the wording: each
+# problem names its argument and says what to send, every problem at once, in the order
+# a reader meets them (unknown keys, missing ones, then each argument in the schema's
+# order). A value of the wrong type, or outside its enum, is reported alone.
+
+_TYPE_WORDS = {"object": "an object", "string": "a string", "integer": "an integer",
+               "number": "a number", "boolean": "true or false", "array": "an array",
+               "null": "null"}  # fmt: skip
 
 
-_TYPE_WORDS = {
-    "object": "an object",
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "true or false",
-    "array": "an array",
-    "null": "null",
-}
+@functools.cache
+def _strict_validator():
+    # Imported here: `salon mcp` and the hooks load this module and may never check one.
+    from jsonschema import Draft202012Validator, validators
 
-
-def _is_type(value: object, name: str) -> bool:
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "string":
-        return isinstance(value, str)
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "null":
-        return value is None
-    return True  # a keyword we do not know constrains nothing
-
-
-def _same(a: object, b: object) -> bool:
-    # Python says True == 1; JSON does not.
-    return isinstance(a, bool) == isinstance(b, bool) and a == b
+    integers = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool)
+    )
+    return validators.extend(Draft202012Validator, type_checker=integers)
 
 
 def _show(value: object) -> str:
@@ -607,102 +594,104 @@ def _got(value: object) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-def _subject(path: str) -> str:
-    return f"'{path}'" if path else "arguments"
-
-
 def _plural(n: object, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _name(path) -> str:
+    """`to[1]`, `meta.b`, or "" for the arguments themselves."""
+    name = ""
+    for step in path:
+        name += f"[{step}]" if isinstance(step, int) else f".{step}" if name else str(step)
+    return name
+
+
+def _subject(path) -> str:
+    return f"'{_name(path)}'" if path else "arguments"
+
+
+def _types(e, s: str) -> str:
+    names = [e.validator_value] if isinstance(e.validator_value, str) else e.validator_value
+    return f"{s} must be " + " or ".join(_TYPE_WORDS.get(n, n) for n in names)
+
+
+_SAYS = {
+    "type": _types,
+    "enum": lambda e, s: (
+        f"{s} must be one of {', '.join(map(_show, e.validator_value))} (got {_got(e.instance)})"
+    ),
+    "minLength": lambda e, s: (
+        f"{s} must be at least {_plural(e.validator_value, 'character')} long"
+    ),
+    "maxLength": lambda e, s: (
+        f"{s} must be at most {_plural(e.validator_value, 'character')} long "
+        f"(got {len(e.instance)})"
+    ),
+    "minimum": lambda e, s: f"{s} must be at least {e.validator_value}",
+    "maximum": lambda e, s: f"{s} must be at most {e.validator_value}",
+    "minItems": lambda e, s: f"{s} must have at least {_plural(e.validator_value, 'item')}",
+    "maxItems": lambda e, s: f"{s} must have at most {_plural(e.validator_value, 'item')}",
+}
+
+
+def _said(error) -> list[tuple[tuple, str]]:
+    """(its place among the problems at its value, the message) for each problem one
+    error stands for: unknown keys first, then missing ones, then the value's own."""
+    path, value = list(error.absolute_path), error.instance
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    properties = list(schema.get("properties") or {})
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        if properties:
+            allowed = "allowed: " + ", ".join(properties)
+        else:
+            allowed = f"'{_name(path)}' takes no keys" if path else "this tool takes no arguments"
+        unknown = [key for key in value if key not in properties]
+        return [((0, i), f"unknown argument '{_name([*path, key])}' — {allowed}")
+                for i, key in enumerate(unknown)]  # fmt: skip
+    if error.validator == "required":
+        missing = [key for key in error.validator_value if key not in value]
+        return [((1, i), f"missing required argument '{_name([*path, key])}'")
+                for i, key in enumerate(missing)]  # fmt: skip
+    says = _SAYS.get(error.validator)
+    return [
+        ((-1, 0), says(error, _subject(path)) if says else f"{_subject(path)}: {error.message}")
+    ]
+
+
+def _place(path, schema: Mapping[str, Any], value: object) -> tuple:
+    """Where a reader meets a value: a property in the schema's order after the unknown
+    and missing keys; an item, or a key its additionalProperties checks, by index."""
+    steps = []
+    for step in path:
+        properties = list(schema.get("properties") or {})
+        if step in properties and isinstance(step, str):
+            steps.append((2, properties.index(step)))
+            schema = schema["properties"][step]
+        else:
+            steps.append((0, step if isinstance(step, int) else list(value).index(step)))
+            schema = schema.get("items" if isinstance(step, int) else "additionalProperties")
+        schema, value = schema if isinstance(schema, Mapping) else {}, value[step]
+    return tuple(steps)
+
+
 def validate_arguments(schema: Mapping[str, Any], args: object) -> list[str]:
-    """Check tool arguments against our small JSON-schema subset.
+    """Check tool arguments against the schema the tool table advertises.
 
     Returns one human message per problem, naming the argument; [] means valid.
     Absent arguments (None) count as {}: clients omit them for tools without any.
     """
-    problems: list[str] = []
-    _check(schema, {} if args is None else args, "", problems)
-    return problems
-
-
-def _check(schema: Mapping[str, Any], value: object, path: str, problems: list[str]) -> None:
-    expected = schema.get("type")
-    if expected is not None:
-        names = [expected] if isinstance(expected, str) else list(expected)
-        if not any(_is_type(value, n) for n in names):
-            words = " or ".join(_TYPE_WORDS.get(n, n) for n in names)
-            problems.append(f"{_subject(path)} must be {words}")
-            return  # further checks on a value of the wrong type only add noise
-
-    if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
-        choices = ", ".join(_show(e) for e in schema["enum"])
-        problems.append(f"{_subject(path)} must be one of {choices} (got {_got(value)})")
-        return
-
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(
-                f"{_subject(path)} must be at least "
-                f"{_plural(schema['minLength'], 'character')} long"
-            )
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(
-                f"{_subject(path)} must be at most "
-                f"{_plural(schema['maxLength'], 'character')} long (got {len(value)})"
-            )
-
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            problems.append(f"{_subject(path)} must be at least {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            problems.append(f"{_subject(path)} must be at most {schema['maximum']}")
-
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            problems.append(
-                f"{_subject(path)} must have at least {_plural(schema['minItems'], 'item')}"
-            )
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            problems.append(
-                f"{_subject(path)} must have at most {_plural(schema['maxItems'], 'item')}"
-            )
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for i, item in enumerate(value):
-                _check(items, item, f"{path}[{i}]", problems)
-
-    if isinstance(value, dict):
-        _check_object(schema, value, path, problems)
-
-
-def _check_object(
-    schema: Mapping[str, Any], value: dict[str, Any], path: str, problems: list[str]
-) -> None:
-    properties: Mapping[str, Any] = schema.get("properties") or {}
-    extra = schema.get("additionalProperties", True)
-
-    def child(key: str) -> str:
-        return f"{path}.{key}" if path else key
-
-    for key in value:
-        if key in properties:
-            continue
-        if extra is False:
-            if properties:
-                allowed = "allowed: " + ", ".join(properties)
-            elif path:
-                allowed = f"'{path}' takes no keys"
-            else:
-                allowed = "this tool takes no arguments"
-            problems.append(f"unknown argument '{child(key)}' — {allowed}")
-        elif isinstance(extra, Mapping):
-            _check(extra, value[key], child(key), problems)
-
-    for key in schema.get("required", ()):
-        if key not in value:
-            problems.append(f"missing required argument '{child(key)}'")
-
-    for key, sub in properties.items():
-        if key in value and isinstance(sub, Mapping):
-            _check(sub, value[key], child(key), problems)
+    args = {} if args is None else args
+    errors = list(_strict_validator()(schema).iter_errors(args))
+    # A value of the wrong type (a type error wins), or outside its enum, is told alone.
+    alone = {
+        tuple(e.absolute_path): e
+        for e in sorted(errors, key=lambda e: e.validator == "type")
+        if e.validator in ("type", "enum")
+    }
+    said = [
+        ((*_place(e.absolute_path, schema, args), where), message)
+        for e in errors
+        if all(tuple(e.absolute_path)[: len(p)] != p or e is a for p, a in alone.items())
+        for where, message in _said(e)
+    ]
+    return [message for _, message in sorted(said, key=lambda item: item[0])]

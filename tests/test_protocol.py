@@ -1043,6 +1043,22 @@ def test_every_problem_is_reported_at_once():
     ]
 
 
+def test_a_schema_keyword_beyond_the_usual_ones_is_checked_too():
+    # jsonschema knows the whole draft; a keyword without our own wording keeps its own.
+    schema = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}
+    assert p.validate_arguments(schema, {"id": "A1"}) == ["'id': 'A1' does not match '^[a-z]+$'"]
+
+
+def test_every_tool_advertises_a_valid_schema_and_is_checked_against_it():
+    from jsonschema import Draft202012Validator
+
+    from mcpgate import tools
+
+    for tool in tools.TOOLS.values():
+        Draft202012Validator.check_schema(tool.schema)
+        assert tool.listing()["inputSchema"] == tool.schema
+
+
 # ---------------------------------------------------------------- meta keys
 
 

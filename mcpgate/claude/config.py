@@ -20,7 +20,7 @@
 * `.claude/skills/salon/SKILL.md`: the protocol, with this project's commands filled in.
 
 The `without_*` functions remove exactly what these add (`salon uninstall`).
-Nothing here reads or writes a file: mcpgate/management/commands/install.py and
+Nothing here reads or writes a file: mcpgate/claude/install.py, uninstall.py and
 mcpgate/claude/files.py do.
 """
 
