@@ -20,6 +20,7 @@ def test_every_library_patch_is_in_the_folder():
         "patches.asgiref",
         "patches.channels",
         "patches.channels_redis",
+        "patches.daphne",
     ]
 
 
