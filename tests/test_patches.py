@@ -21,6 +21,7 @@ def test_every_library_patch_is_in_the_folder():
         "patches.channels",
         "patches.channels_redis",
         "patches.daphne",
+        "patches.django",
     ]
 
 
