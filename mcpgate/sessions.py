@@ -19,10 +19,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from bus import rules, services
-from bus.compiled import CompiledLookup, update_by_ids
+from bus.compiled import update_by_ids
 from bus.models import Seat
 from mcpgate import tools
 from mcpgate.models import McpSession
+from patches.django import CompiledLookup
 
 # A request refreshes last_active_at at most this often (one write per minute, not per call).
 ACTIVITY_GRANULARITY = timedelta(seconds=60)
@@ -165,7 +166,7 @@ def load_session(session_id: str) -> McpSession | None:
     return session
 
 
-# Every MCP request reads its session this way: compiled once (bus.compiled).
+# Every MCP request reads its session this way: compiled once (patches.django).
 _OPEN_SESSIONS = CompiledLookup(McpSession, "id", "seat__agent", ended_at__isnull=True)
 
 

@@ -26,8 +26,8 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from bus import bell, rules, strict
+from patches.asgiref import on_database_thread
 from relay import server
-from relay.views import on_database_thread
 
 log = logging.getLogger("salon.relay")
 

@@ -36,8 +36,8 @@ from django.utils import timezone
 
 from bus import bell, signals
 from bus.ids import uuid7
+from patches.asgiref import on_database_thread
 from relay import client, envelope, keys, state
-from relay.views import on_database_thread
 
 log = logging.getLogger("salon.relay")
 

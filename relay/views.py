@@ -11,7 +11,7 @@ Concurrent requests are stored in one transaction (GroupCommit below: group comm
 each acknowledged only once that transaction has committed.
 
 All of its work (the token check, the body, the send) runs on the one thread every
-Channels consumer uses for the database. Django's ASGI handler
+Channels consumer uses for the database (patches.asgiref). Django's ASGI handler
 would run a sync view in a new thread per request, and a new thread is a new database
 connection: on SQLite those threads fought the consumers' thread for the write lock
 (POST -> event p99 of 4-11 s under 8 concurrent posters), on PostgreSQL each /notify
@@ -28,14 +28,14 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from bus import rules, services, strict
 from bus.models import Seat
+from patches.asgiref import on_database_thread, sync_caller_waiting
 from relay.webhook import (
     MAX_BODY_BYTES,
     NotifyError,
@@ -97,7 +97,7 @@ async def notify(request):
 
 async def answer(posted: Posted) -> Answer:
     """Store the posted entry, or refuse it; the answer comes once it is committed."""
-    if getattr(AsyncToSync.executors, "current", None) is not None:
+    if sync_caller_waiting():
         # Sync code waits above us (Django's test client, WSGI): its thread, its transaction.
         return await sync_to_async(_answer)(posted)
     if connection.vendor != "sqlite":
@@ -180,24 +180,6 @@ def _answer_batch(batch: list[Posted]) -> list[Answer]:
         log.exception("/notify: the commit of a batch of %d failed", len(batch))
         return [_commit_failed() for _ in batch]  # none of them was stored
     return answers
-
-
-async def on_database_thread(func, *args):
-    """Run func(*args) on the database thread the Channels consumers use.
-
-    That thread is asgiref's SyncToAsync.single_thread_executor: database_sync_to_async
-    picks it outside any request. Inside a request Django's ASGI handler has entered a
-    ThreadSensitiveContext of its own, which would pick a fresh thread (and connection)
-    per request, so the executor is named here instead. When sync code is waiting above
-    us (Django's test client, WSGI), the work goes back to that thread and its open
-    transaction, as sync_to_async does; the connection is then the caller's to manage.
-    """
-    if getattr(AsyncToSync.executors, "current", None) is not None:
-        return await sync_to_async(func)(*args)
-    on_thread = database_sync_to_async(
-        func, thread_sensitive=False, executor=SyncToAsync.single_thread_executor
-    )
-    return await on_thread(*args)
 
 
 def _answer(posted: Posted, senders: dict[str, Seat] | None = None) -> Answer:

@@ -101,7 +101,7 @@ def _channel_layer(url: str, store: str) -> dict:
     (seat.<id> is seat 1 of every store: one store's new stream would end another's)."""
     if not url:
         # channels' in-memory layer, with its expiry sweep run at most once a second.
-        return {"BACKEND": "mcpgate.layers.SweepingInMemoryChannelLayer"}
+        return {"BACKEND": "patches.channels.SweepingInMemoryChannelLayer"}
     try:
         scheme, host = urlsplit(url).scheme, urlsplit(url).hostname
     except ValueError:
@@ -122,8 +122,8 @@ def _channel_layer(url: str, store: str) -> dict:
     ]
     config["CONFIG"]["prefix"] = f"salon.{store}"
     # channels_redis's layer loses a message when a consumer ends at the wrong moment;
-    # this one does not (mcpgate.redislayer).
-    config["BACKEND"] = "mcpgate.redislayer.CancelSafeRedisChannelLayer"
+    # this one does not (patches.channels_redis).
+    config["BACKEND"] = "patches.channels_redis.CancelSafeRedisChannelLayer"
     return config
 
 

@@ -1,5 +1,6 @@
 """The house's arrows point one way: the domain (bus/) stands alone, the adapters
 (mcpgate/, relay/) sit on it, the project (salon/) on top, and no package imports back.
+Under them all, the library patches (patches/) import nothing of the house.
 
 Read from the source with `ast`, every import counts — those inside functions too.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("bus", "mcpgate", "relay", "salon")
+PACKAGES = ("bus", "mcpgate", "patches", "relay", "salon")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -44,7 +45,13 @@ def package_graph() -> dict[str, dict[str, list[str]]]:
 
 def test_the_domain_imports_nothing_above_it():
     arrows = package_graph()["bus"]
+    arrows.pop("patches", None)  # below it, not above
     assert arrows == {}, f"bus/ reaches up: {arrows}"
+
+
+def test_the_library_patches_import_nothing_of_the_house():
+    arrows = package_graph()["patches"]
+    assert arrows == {}, f"patches/ reaches into the house: {arrows}"
 
 
 def test_no_import_circle_exists_between_packages():

@@ -378,7 +378,7 @@ def test_the_embedded_default_is_sqlite_at_agent_salon_db_and_the_in_process_lay
     assert got == [
         "salon.sqlite",
         str(db.resolve()),
-        "mcpgate.layers.SweepingInMemoryChannelLayer",
+        "patches.channels.SweepingInMemoryChannelLayer",
     ]
 
 
@@ -436,7 +436,7 @@ def test_redis_url_selects_the_channels_redis_layer_with_reads_longer_than_its_p
     )
     layer, store = got
     assert layer == {
-        "BACKEND": "mcpgate.redislayer.CancelSafeRedisChannelLayer",
+        "BACKEND": "patches.channels_redis.CancelSafeRedisChannelLayer",
         "CONFIG": {
             "hosts": [
                 {

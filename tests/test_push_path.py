@@ -1,5 +1,5 @@
 """The push path of a daemon process: set-based claims, the claim coalescer, the keep-alive
-ticker and the in-process channel layer (mcpgate.delivery, mcpgate.layers,
+ticker and the in-process channel layer (mcpgate.delivery, patches.channels,
 bus.services.telling.claim_pushes_of_seats).
 
 The claims are judged on the ledger rows they write; the coalescer and the ticker on what
@@ -20,7 +20,7 @@ from django.db import connections
 
 from bus import services
 from bus.models import Seat, WakeDecision
-from mcpgate import layers
+from patches import channels as layers
 from tests.factories import make_room, make_seat, send
 from tests.mcp_helpers import RawSession
 from tests.support import query_store
@@ -374,7 +374,7 @@ async def test_a_ring_calls_the_seats_listeners_of_this_process_and_sends_nothin
     import gc
 
     from mcpgate.host import StreamHost, seat_group
-    from mcpgate.layers import SweepingInMemoryChannelLayer
+    from patches.channels import SweepingInMemoryChannelLayer
 
     host = StreamHost(serve_line=False)
     host.layer = SweepingInMemoryChannelLayer()

@@ -1,4 +1,4 @@
-"""The Redis channel layer (mcpgate.redislayer) against a real Redis (REDIS_URL)."""
+"""The Redis channel layer (patches.channels_redis) against a real Redis (REDIS_URL)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from mcpgate.redislayer import CancelSafeRedisChannelLayer
+from patches.channels_redis import CancelSafeRedisChannelLayer
 
 REDIS_URL = os.environ.get("REDIS_URL")
 

@@ -173,7 +173,7 @@ def _wait_for_health(url: str, process: subprocess.Popen, timeout: float = 30) -
     raise AssertionError(f"{url}/healthz did not answer within {timeout}s")
 
 
-# -- writes (salon.serving.write_soon_transport) ---------------------------------------
+# -- writes (patches.daphne.write_soon_transport) ---------------------------------------
 
 
 def test_a_connection_close_request_is_answered_and_the_connection_closed(daemon):

@@ -1711,7 +1711,7 @@ def test_a_compiled_lookup_gives_the_orms_entries_with_their_rooms_for_any_numbe
 
     from django.test.utils import CaptureQueriesContext
 
-    from bus import compiled
+    from patches import django as compiled
 
     room, other = make_room("team"), make_room("ops")
     seat = make_seat("writer", room, other)
@@ -1738,8 +1738,8 @@ def test_a_compiled_lookup_gives_the_orms_entries_with_their_rooms_for_any_numbe
 
 
 def test_a_compiled_insert_stores_what_the_orm_would_for_any_number_of_rows(monkeypatch):
-    from bus import compiled
     from bus.models import DecisionCount
+    from patches import django as compiled
 
     room = make_room("team")
     seat = make_seat("writer", room)
@@ -1774,7 +1774,7 @@ def test_a_compiled_insert_hands_the_database_the_values_the_orm_prepares():
     from django.db import connection
     from django.db.models.sql import InsertQuery
 
-    from bus import compiled
+    from patches import django as compiled
 
     room = make_room("team")
     seat = make_seat("writer", room)

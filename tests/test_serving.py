@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from bus import services
+from patches import daphne
 from salon import serving
 
 
@@ -70,7 +71,7 @@ def test_the_open_bind_warning_names_the_labels_that_write_without_a_token(setti
     assert serving.open_bind_warning("0.0.0.0") is None
 
 
-# -- the application check (serving.lean_server_class) ------------------------------
+# -- the application check (patches.daphne.lean_server_class) ------------------------
 
 
 class _Connection:
@@ -87,7 +88,7 @@ class _Connection:
 
 @pytest.fixture
 def lean_server(monkeypatch):
-    server_class = serving.lean_server_class()
+    server_class = daphne.lean_server_class()
     from twisted.internet import reactor
 
     monkeypatch.setattr(reactor, "callLater", lambda *args, **kwargs: None)  # no next round

@@ -19,7 +19,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from bus import bell, rules, signals, signing, wire
-from bus.compiled import CompiledInsert
 from bus.models import (
     Alias,
     DecisionCount,
@@ -32,6 +31,7 @@ from bus.models import (
 from bus.rules import RuleError, UnknownAddressee
 from bus.services import recording, rooms, seats, telling, triage
 from bus.services import roster as rosters
+from patches.django import CompiledInsert
 
 
 def send_entry(
@@ -107,7 +107,7 @@ def send_entry(
     return report
 
 
-# What every send writes, the INSERTs compiled once per connection (bus.compiled).
+# What every send writes, the INSERTs compiled once per connection (patches.django).
 _ENTRY_INSERT = CompiledInsert(Entry)
 _WAKE_INSERT = CompiledInsert(WakeDecision)
 _COUNT_INSERT = CompiledInsert(DecisionCount)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from bus import compiled, rules, wire
 from bus.models import Entry, Membership, Room, Seat
 from bus.rules import NotAMember, RuleError, UnknownRoom
+from patches.django import CompiledLookup
 
 
 def existing_room_names() -> list[str]:
@@ -46,8 +47,8 @@ def get_room(name: str) -> Room:
 
 
 # Every send to a named room, and every write with none that falls back to the default
-# room, looks its room up: compiled once (bus.compiled).
-_VISIBLE_ROOMS = compiled.CompiledLookup(Room, "name", archived_at__isnull=True)
+# room, looks its room up: compiled once (patches.django).
+_VISIBLE_ROOMS = CompiledLookup(Room, "name", archived_at__isnull=True)
 
 
 def create_room(*, name: str) -> tuple[Room, bool]:

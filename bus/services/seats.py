@@ -13,10 +13,11 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from bus import rules, wire
-from bus.compiled import CompiledLookup, update_by_ids
+from bus.compiled import update_by_ids
 from bus.models import Agent, DecisionCount, Membership, ReadCount, Room, Seat, WakeDecision
 from bus.rules import RuleError
 from bus.services import rooms
+from patches.django import CompiledLookup
 
 
 def check_in(

@@ -22,9 +22,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from bus import ledger, rules, wire
-from bus.compiled import CompiledLookup
 from bus.models import Entry, Membership, Seat, WakeDecision
 from bus.services import recording, rooms
+from patches.django import CompiledLookup
 
 # ---------------------------------------------------------------- telling
 
@@ -321,7 +321,7 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
     return claimed
 
 
-# The entries a claim pushes, with their room: compiled once (bus.compiled).
+# The entries a claim pushes, with their room: compiled once (patches.django).
 _ENTRIES = CompiledLookup(Entry, "id", "room")
 
 
