@@ -1,4 +1,4 @@
-"""The bus's tables, and the verbs every service uses to ask them. Only bus.services writes.
+"""The bus's tables, and the verbs that ask them. Only bus.services writes.
 
 Ordering: every entry has a per-room sequence number `seq`, taken from its room's
 counter inside the sending transaction. Taking it locks the room row, so within a room
@@ -36,13 +36,20 @@ class StoredJSONField(models.JSONField):
         return name, "django.db.models.JSONField", args, kwargs
 
 
+def current_membership(through: str = "") -> Q:
+    """A membership not left (a part sets left_at; the row stays), as a filter on
+    Membership or through a relation to it (`through="memberships__"`). Its SQL form is
+    bus.ledger.current."""
+    return Q(**{f"{through}left_at__isnull": True})
+
+
 class RoomQuerySet(models.QuerySet):
     def visible(self):
         return self.filter(archived_at__isnull=True)
 
     def of_seat(self, seat):
         """The rooms this seat is in now (archived ones included)."""
-        return self.filter(memberships__seat=seat, memberships__left_at__isnull=True)
+        return self.filter(current_membership("memberships__"), memberships__seat=seat)
 
 
 class Room(models.Model):
@@ -85,7 +92,7 @@ class SeatQuerySet(models.QuerySet):
     def in_rooms(self, rooms):
         """Seats currently in any of `rooms` (Room rows, or a queryset of them)."""
         return self.filter(
-            memberships__room__in=rooms, memberships__left_at__isnull=True
+            current_membership("memberships__"), memberships__room__in=rooms
         ).distinct()
 
 
@@ -160,8 +167,8 @@ class Seat(models.Model):
 
 class MembershipQuerySet(models.QuerySet):
     def current(self):
-        """Memberships not left (a part sets left_at; the row stays)."""
-        return self.filter(left_at__isnull=True)
+        """Memberships not left (current_membership)."""
+        return self.filter(current_membership())
 
     def in_visible_rooms(self):
         return self.filter(room__archived_at__isnull=True)
@@ -198,7 +205,7 @@ class Membership(models.Model):
             models.Index(
                 fields=["room", "seat"],
                 name="membership_readers_of_room",
-                condition=Q(left_at__isnull=True),
+                condition=current_membership(),
             ),
         ]
 
@@ -292,24 +299,15 @@ class Entry(models.Model):
 
 
 class WakeDecisionQuerySet(models.QuerySet):
-    def unread_wakes(self, seat: Seat, room: Room | None = None):
-        """Waking rows of this seat for entries still after its cursor in a room it is in,
-        oldest first (a claim reads from here: the stop hook, wait, the wait tool)."""
-        rows = self.filter(seat=seat, woken=True)
-        cursors = Membership.objects.current().filter(seat=seat)
-        if room is not None:
-            rows, cursors = rows.filter(room=room), cursors.filter(room=room)
-        after = Q(pk__in=[])
-        for room_id, cursor in cursors.values_list("room_id", "cursor"):
-            after |= Q(room_id=room_id, seq__gt=cursor)
-        return rows.filter(after).select_related("entry__room").order_by("decided_at", "seq")
+    def untold(self):
+        """Rows that wake their seat and that no path has told yet (bus.ledger.untold)."""
+        return self.filter(woken=True, told_at__isnull=True)
 
-    def claim(self, column: str, at, rows: list[WakeDecision]) -> list[WakeDecision]:
-        """Claim each row once: a conditional UPDATE … WHERE <column> IS NULL per row, so
-        two claimers (two hooks, two waits, two workers) never both get one. Returns the
-        rows this call claimed, in the order given."""
-        unclaimed = {f"{column}__isnull": True}
-        return [row for row in rows if self.filter(pk=row.pk, **unclaimed).update(**{column: at})]
+    def tell(self, at, by: str) -> int:
+        """Tell these rows, each once: a conditional UPDATE … WHERE told_at IS NULL, so
+        two claimers (two hooks, two waits) never both get a row. Returns how many this
+        call told."""
+        return self.untold().update(told_at=at, told_by=by)
 
 
 class WakeDecision(models.Model):

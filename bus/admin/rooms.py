@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -11,7 +11,7 @@ from django.utils.http import urlencode
 
 from bus import rules, services
 from bus.admin.base import TitledAdmin, masked, time_tag
-from bus.models import Room, Seat
+from bus.models import Room, Seat, current_membership
 
 
 @admin.register(Room)
@@ -25,7 +25,7 @@ class RoomAdmin(TitledAdmin):
         return (
             super()
             .get_queryset(request)
-            .annotate(seat_count=Count("memberships", filter=Q(memberships__left_at__isnull=True)))
+            .annotate(seat_count=Count("memberships", filter=current_membership("memberships__")))
         )
 
     @admin.display(description="Entries", ordering="last_seq")

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from bus import compiled, rules, wire
+from bus import compiled, ledger, rules, wire
 from bus.models import Entry, Membership, Room, Seat
 from bus.rules import NotAMember, RuleError, UnknownRoom
 from patches.django import CompiledLookup
@@ -144,6 +144,7 @@ def primary_room(seat: Seat) -> Room | None:
         columns=compiled.columns(Room, "r"),
         room=Room._meta.db_table,
         membership=Membership._meta.db_table,
+        current=ledger.current("m"),
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [seat.pk])
@@ -155,7 +156,7 @@ def primary_room(seat: Seat) -> Room | None:
 _PRIMARY_ROOM_SQL = """
     SELECT {columns}
     FROM {membership} m JOIN {room} r ON r.id = m.room_id
-    WHERE m.seat_id = %s AND m.left_at IS NULL AND r.archived_at IS NULL
+    WHERE m.seat_id = %s AND {current} AND r.archived_at IS NULL
     ORDER BY m.id
     LIMIT 1
 """
@@ -208,6 +209,7 @@ def agent_primary_room(agent: str) -> Room:
         membership=Membership._meta.db_table,
         seat=Seat._meta.db_table,
         agent=Seat._meta.get_field("agent").related_model._meta.db_table,
+        current=ledger.current("m"),
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [agent])
@@ -224,7 +226,7 @@ _AGENT_PRIMARY_ROOM_SQL = """
     JOIN {room} r ON r.id = m.room_id
     JOIN {seat} s ON s.id = m.seat_id
     JOIN {agent} a ON a.id = s.agent_id
-    WHERE a.name = %s AND m.left_at IS NULL AND r.archived_at IS NULL
+    WHERE a.name = %s AND {current} AND r.archived_at IS NULL
     ORDER BY s.last_seen DESC, s.id DESC, m.id
     LIMIT 1
 """

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from django.db import connection
 
-from bus import rules
+from bus import ledger, rules
 from bus.compiled import ID_CHUNK
 from bus.models import Agent, Membership, Seat
 
@@ -35,10 +35,10 @@ class Member:
     __slots__ = ("agent_name", "current", "facts", "keys", "name", "pk", "quiet", "quiet_until")
 
     def __init__(self, row: tuple) -> None:
-        self.pk, self.name, self.agent_name, quiet, quiet_until, left_at = row
+        self.pk, self.name, self.agent_name, quiet, quiet_until, current = row
         self.quiet = bool(quiet)
         self.quiet_until = stored_datetime(quiet_until)
-        self.current = left_at is None
+        self.current = bool(current)
         # quiet_until means nothing while the quiet flag is off (rules.quiet_active).
         self.facts = rules.SeatFacts(
             seat=self.name,
@@ -170,7 +170,7 @@ def stored_datetime(value) -> datetime | None:
 
 
 _MEMBERS_SQL = """
-    SELECT s.id, s.name, a.name, s.quiet, {quiet_until}, m.left_at
+    SELECT s.id, s.name, a.name, s.quiet, {quiet_until}, {current}
     FROM {membership} m
     JOIN {seat} s ON s.id = m.seat_id
     JOIN {agent} a ON a.id = s.agent_id
@@ -186,6 +186,7 @@ def _read_members(room_id: int) -> list[Member]:
         seat=Seat._meta.db_table,
         agent=Agent._meta.db_table,
         quiet_until=_as_text("s.quiet_until"),
+        current=ledger.current("m"),
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [room_id])

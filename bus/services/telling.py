@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from bus import ledger, rules, wire
-from bus.models import Entry, Membership, Seat, WakeDecision
+from bus.models import Entry, Seat, WakeDecision
 from bus.services import recording, rooms
 from patches.django import CompiledLookup
 
@@ -55,9 +55,7 @@ def tell(
     rows = [
         row
         for row in untold_rows(seat, room_names, limit)
-        if WakeDecision.objects.filter(pk=row.pk, told_at__isnull=True).update(
-            told_at=at, told_by=by
-        )
+        if WakeDecision.objects.filter(pk=row.pk).tell(at, by)
     ]
     entries = Entry.objects.select_related("room").in_bulk([row.entry_id for row in rows])
     told = []
@@ -75,9 +73,9 @@ def anything_untold(*, seat: Seat) -> bool:
 
 def mark_read_as_told(*, seat: Seat, entry_ids: Sequence) -> None:
     """An inbox or peek returned these entries: each waking one is told (if untold)."""
-    WakeDecision.objects.filter(
-        seat=seat, entry_id__in=list(entry_ids), woken=True, told_at__isnull=True
-    ).update(told_at=timezone.now(), told_by="inbox")
+    WakeDecision.objects.filter(seat=seat, entry_id__in=list(entry_ids)).tell(
+        timezone.now(), "inbox"
+    )
 
 
 def _quiet_now(seat: Seat) -> bool:
@@ -221,19 +219,8 @@ def claim_pushes_of_seats(
     return claimed
 
 
-# The rows to push: waking, never pushed nor told, after the seat's cursor in a room
-# it is still in. Written in SQL because the plan matters: each membership drives one
-# range scan of the index wake_seat_room_seq (seat, room, seq > cursor), so rows already
-# read are never visited, however many there are (CROSS JOIN keeps SQLite from starting
-# at the ledger; PostgreSQL plans it as an inner join). Built with the ORM, the same
-# filter is a per-seat OR that cost ~0.5 ms of query compilation per seat.
-_PENDING = """
-    FROM {membership} m CROSS JOIN {wake} w
-    WHERE m.seat_id IN ({seats}) AND m.left_at IS NULL
-      AND w.seat_id = m.seat_id AND w.room_id = m.room_id AND w.seq > m.cursor
-      AND w.woken AND w.push_seq IS NULL AND w.told_at IS NULL
-"""
-# Per seat the oldest `limit` (rank), with the seat's total (waiting).
+# The rows to push (bus.ledger.pending), per seat the oldest `limit` (rank), with the
+# seat's total (waiting).
 _PENDING_OLDEST = """
     SELECT id, seat_id, entry_id, rank, waiting FROM (
         SELECT w.id, w.seat_id, w.entry_id,
@@ -249,12 +236,8 @@ _PENDING_OLDEST = """
 
 
 def _pending_sql(template: str, seat_ids) -> str:
-    pending = _PENDING.format(
-        membership=Membership._meta.db_table,
-        wake=WakeDecision._meta.db_table,
-        seats=", ".join(["%s"] * len(seat_ids)),
-    )
-    return template.format(pending=pending)
+    seats = ", ".join(["%s"] * len(seat_ids))
+    return template.format(pending=ledger.rows_of(f"IN ({seats})", only_pending=True))
 
 
 def _anything_pending(seat_ids: list[int]) -> bool:
@@ -344,12 +327,7 @@ def _lock_push_counters(seat_ids: list[int]) -> dict[int, tuple[int, str]]:
 # through the claimer, and this one after it).
 _CLAIM_AT_SEND = """
     UPDATE {seat} SET push_counter = push_counter + 1
-    WHERE id IN ({seats}) AND NOT EXISTS (
-        SELECT 1 FROM {membership} m CROSS JOIN {wake} w
-        WHERE m.seat_id = {seat}.id AND m.left_at IS NULL
-          AND w.seat_id = m.seat_id AND w.room_id = m.room_id AND w.seq > m.cursor
-          AND w.woken AND w.push_seq IS NULL AND w.told_at IS NULL
-    )
+    WHERE id IN ({seats}) AND NOT EXISTS (SELECT 1 {pending})
     RETURNING id, push_counter
 """
 
@@ -370,11 +348,11 @@ def claim_at_send(seat_ids: Sequence[int], *, lock_also: int | None = None) -> d
     claimed: dict[int, int] = {}
     for start in range(0, len(ids), CLAIM_CHUNK):
         chunk = ids[start : start + CLAIM_CHUNK]
+        seat = Seat._meta.db_table
         sql = _CLAIM_AT_SEND.format(
-            seat=Seat._meta.db_table,
+            seat=seat,
             seats=", ".join(["%s"] * len(chunk)),
-            membership=Membership._meta.db_table,
-            wake=WakeDecision._meta.db_table,
+            pending=ledger.rows_of(f"= {seat}.id", only_pending=True),
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, chunk)

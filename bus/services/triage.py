@@ -141,9 +141,11 @@ def _claim_letterbox(seat: Seat, room_names, now) -> list[dict]:
             continue
         if not signing.verify_entry(entry):
             continue  # a tampered row is not put in front of a model: it stays told
-        claimed = WakeDecision.objects.filter(
-            pk=row.pk, judge="", woken=True, told_at__isnull=True
-        ).update(judge=rules.LETTERBOX, judgement="pending", judged_at=now, woken=False)
+        claimed = (
+            WakeDecision.objects.untold()
+            .filter(pk=row.pk, judge="")
+            .update(judge=rules.LETTERBOX, judgement="pending", judged_at=now, woken=False)
+        )
         if claimed:
             work.append(
                 {
