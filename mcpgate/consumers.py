@@ -25,7 +25,8 @@ from bus.rules import RuleError
 from mcpgate import delivery, metrics, protocol, sessions, tools
 from mcpgate.protocol import ProtocolError
 from mcpgate.streamhost import StreamHost, seat_group
-from mcpgate.streaming import RequestBody, StreamingHttpConsumer
+from salon.daemon.metrics import REQUEST_SECONDS
+from salon.daemon.streaming import RequestBody, StreamingHttpConsumer
 
 log = logging.getLogger("salon.mcp")
 
@@ -93,7 +94,7 @@ class McpExchange:
         except RuleError as exc:
             await self.reply(400, protocol.error_message(None, protocol.INVALID_PARAMS, str(exc)))
         finally:
-            metrics.REQUEST_SECONDS.labels(path="/mcp").observe(time.perf_counter() - started)
+            REQUEST_SECONDS.labels(path="/mcp").observe(time.perf_counter() - started)
 
     def check_host_and_origin(self) -> None:
         """The one Host/Origin rule (bus.strict), which /notify and the admin share."""

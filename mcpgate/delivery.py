@@ -46,10 +46,10 @@ from bus.models import Entry, Seat
 from mcpgate import metrics, protocol, sessions, triage
 from mcpgate.models import McpSession
 from salon.daemon.host import LoopCalls
+from salon.daemon.streaming import KEEPALIVE_SECONDS
 
 log = logging.getLogger("salon.mcp")
 
-KEEPALIVE_SECONDS = 15
 # Channel-layer groups expire after a day (channels' default, in memory and on Redis);
 # a stream renews its own this often.
 GROUP_RENEW_SECONDS = 3600

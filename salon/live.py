@@ -42,9 +42,8 @@ from django.conf import settings
 from bus import bell, live, strict
 from bus.admin.base import VIEW_PERMISSION
 from bus.admin.live import pane_html
-from mcpgate.delivery import KEEPALIVE_SECONDS
-from mcpgate.streaming import StreamingHttpConsumer
 from salon.daemon.host import Daemon
+from salon.daemon.streaming import KEEPALIVE_SECONDS, StreamingHttpConsumer
 
 log = logging.getLogger("salon.live")
 

@@ -18,3 +18,18 @@ registered: list[Companion] = []
 def add_companion(start: Companion) -> None:
     if start not in registered:
         registered.append(start)
+
+
+# What a `salon serve` does once before any of its workers serves (the MCP sessions forget
+# the streams a killed server left): registered the same way, called by the command.
+starting: list[Callable[[], Any]] = []
+
+
+def add_starting(call: Callable[[], Any]) -> None:
+    if call not in starting:
+        starting.append(call)
+
+
+def server_starting() -> None:
+    for call in list(starting):
+        call()
