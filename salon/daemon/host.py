@@ -277,9 +277,6 @@ class LineServer:
         return await self.answer(request)
 
 
-# ---------------------------------------------------------------- the host
-
-
 # ---------------------------------------------------------------- the daemon
 
 
@@ -349,8 +346,9 @@ class Daemon:
         return MappingProxyType({})
 
     def ring_after_commit(self, entry_id: str, seat_ids: list[int]) -> None:
-        """A send committed in this process (on whichever thread): ring the seats on the
-        layer, and on SQLite the other servers of the store over their line."""
+        """A send committed in this process (on whichever thread): ring this process's
+        listeners of the seats, and on SQLite the other servers of the store over their
+        line."""
         self.recent.add(entry_id)
         pushed = self.written_here(str(entry_id))
         if self.loop is None or self.loop.is_closed():
