@@ -11,7 +11,7 @@ Ringing (after a send, `ring_on_commit`):
   registered (`add_ringer`). The adapters register them, the domain never reaches up: a
   daemon rings its channel layer (its own streams; with Redis, every worker's), and a
   process on SQLite rings the other running servers of the store over their local line
-  (mcpgate.local).
+  (salon.daemon.line).
 
 Pushing in the send (`Pusher`, registered by a process that hosts streams): the woken
 seats whose stream is open in the sending process have their push claimed inside the
@@ -89,7 +89,7 @@ def ring(entry_id: str, seat_ids: list[int]) -> None:
 
 
 class Pusher(Protocol):
-    """A process's open streams, as a send sees them (mcpgate.host.StreamHost).
+    """A process's open streams, as a send sees them (mcpgate.streamhost.StreamHost).
 
     A push is a hint, not a telling, so it may be claimed inside the send's own
     transaction for a seat whose stream lives in the sending process, and written from

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from salon.daemon import companions
+
 
 class McpGateConfig(AppConfig):
     name = "mcpgate"
@@ -15,3 +17,12 @@ class McpGateConfig(AppConfig):
         # The Stop hook's judge (bus.services.triage): claimed and recorded here, asked by the hook.
         ops.register("triage-claim", hooks.triage_claim)
         ops.register("triage-record", hooks.triage_record)
+        # A server starting holds no stream yet (mcpgate.sessions.forget_streams).
+        companions.add_starting(_forget_streams)
+
+
+def _forget_streams() -> None:
+    # Imported when called: sessions loads the tool table, which a command never needs.
+    from mcpgate import sessions
+
+    sessions.forget_streams()

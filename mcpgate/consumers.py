@@ -5,7 +5,7 @@ waking entries are pushed as notifications/claude/channel; DELETE ends the sessi
 The database is the mailbox: a stream subscribes to its seat's doorbell first (its
 host's Bells), then pushes from the ledger, and re-reads the ledger on every ring. The claims, the
 writes of pushes, the keep-alive round and the liveness refreshes of all streams of this
-process are done by the process's StreamHost (mcpgate.host, handed to the consumer by
+process are done by the process's StreamHost (mcpgate.streamhost, handed to the consumer by
 salon.asgi): a stream hears its seat's doorbell and rings the host's claimer.
 """
 
@@ -23,9 +23,10 @@ from django.conf import settings
 from bus import rules, services, strict
 from bus.rules import RuleError
 from mcpgate import delivery, metrics, protocol, sessions, tools
-from mcpgate.host import StreamHost, seat_group
 from mcpgate.protocol import ProtocolError
-from mcpgate.streaming import RequestBody, StreamingHttpConsumer
+from mcpgate.streamhost import StreamHost, seat_group
+from salon.daemon.metrics import REQUEST_SECONDS
+from salon.daemon.streaming import RequestBody, StreamingHttpConsumer
 
 log = logging.getLogger("salon.mcp")
 
@@ -93,7 +94,7 @@ class McpExchange:
         except RuleError as exc:
             await self.reply(400, protocol.error_message(None, protocol.INVALID_PARAMS, str(exc)))
         finally:
-            metrics.REQUEST_SECONDS.labels(path="/mcp").observe(time.perf_counter() - started)
+            REQUEST_SECONDS.labels(path="/mcp").observe(time.perf_counter() - started)
 
     def check_host_and_origin(self) -> None:
         """The one Host/Origin rule (bus.strict), which /notify and the admin share."""
@@ -410,7 +411,7 @@ class McpConsumer(McpExchange, StreamingHttpConsumer):
     # -- the seat's doorbell -------------------------------------------------------
 
     async def join_seat(self, seat_id: int) -> None:
-        """Hear the seat's doorbell (this process's bells: mcpgate.host.Bells) and its
+        """Hear the seat's doorbell (this process's bells: salon.daemon.host.Bells) and its
         group on the layer (another worker's stream of the seat announces a takeover)."""
         await self.join_group(seat_group(seat_id))
         self.host.bells.add(seat_id, self)
@@ -428,7 +429,7 @@ class McpConsumer(McpExchange, StreamingHttpConsumer):
 
     def take_direct_pushes(self) -> None:
         """From now on a send in this process claims and writes this seat's pushes itself
-        (mcpgate.host.StreamHost.pushable); the last stream of a seat to be ready wins."""
+        (mcpgate.streamhost.StreamHost.pushable); the last stream of a seat to be ready wins."""
         if self.streaming and self.seat is not None:
             self.host.direct[self.seat.pk] = self
 

@@ -1,5 +1,5 @@
 """The push path of one process that hosts streams: claim, render, write; and the streams'
-liveness. A process has one of each (mcpgate.host.StreamHost owns them); an HTTP stream
+liveness. A process has one of each (mcpgate.streamhost.StreamHost owns them); an HTTP stream
 and a stdio server are both Streams to them.
 
 Every open stream of the process is served by two tasks instead of per-stream database
@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
-import threading
 import time
 from collections import deque
 from typing import Protocol
@@ -47,10 +45,11 @@ from bus import rules, services, signing, wire
 from bus.models import Entry, Seat
 from mcpgate import metrics, protocol, sessions, triage
 from mcpgate.models import McpSession
+from salon.daemon.host import LoopCalls
+from salon.daemon.streaming import KEEPALIVE_SECONDS
 
 log = logging.getLogger("salon.mcp")
 
-KEEPALIVE_SECONDS = 15
 # Channel-layer groups expire after a day (channels' default, in memory and on Redis);
 # a stream renews its own this often.
 GROUP_RENEW_SECONDS = 3600
@@ -204,40 +203,6 @@ async def write_pushes(
 
 
 # ------------------------------------------------------------------ the outbox
-
-
-class LoopCalls:
-    """Calls made from another thread (the database thread, after a commit) to run on the
-    event loop, in the order made, with one wake-up of the loop for all that are made
-    before it runs them. Each call_soon_threadsafe wakes the loop through its self-pipe
-    (a write, a wake-up and a GIL hand-over); a send's commit made three."""
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._calls: list = []
-        self._lock = threading.Lock()
-        self._scheduled = False
-
-    def soon(self, call, *args) -> None:
-        with self._lock:
-            self._calls.append((call, args))
-            if self._scheduled:
-                return
-            self._scheduled = True
-        # In a fresh context: this runs on the database thread, inside asgiref's
-        # executor, and a task started in its context (the claimer's) would have its own
-        # database calls refused as a deadlock.
-        self.loop.call_soon_threadsafe(self._run, context=contextvars.Context())
-
-    def _run(self) -> None:
-        with self._lock:
-            calls, self._calls = self._calls, []
-            self._scheduled = False
-        for call, args in calls:
-            try:
-                call(*args)
-            except Exception:  # one failed call does not keep the others from running
-                log.exception("a call handed to the event loop failed")
 
 
 Outgoing = tuple[Stream, list[Push], dict | None]  # a stream, its pushes, a notice after

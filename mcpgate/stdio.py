@@ -7,7 +7,7 @@ tool is called (`claude mcp list` starts the server too, and must leave nothing 
 Until then the server looks for it every SEAT_LOOK_SECONDS. Once it has its seat, the seat
 is `live` while the process runs and waking entries are pushed to it as
 notifications/claude/channel, by the same claimer and ticker an HTTP stream has
-(mcpgate.host.StreamHost); the process also serves its store's local line, so hooks and
+(mcpgate.streamhost.StreamHost); the process also serves its store's local line, so hooks and
 commands of every session find a server.
 
 One JSON-RPC message per line on stdin and stdout; logs go to stderr only. `initialize`
@@ -32,8 +32,8 @@ from django.conf import settings
 from bus import services
 from bus.models import Seat
 from mcpgate import protocol, tools
-from mcpgate.host import StreamHost
 from mcpgate.protocol import ProtocolError
+from mcpgate.streamhost import StreamHost
 
 log = logging.getLogger("salon.mcp")
 
@@ -130,7 +130,7 @@ class StdioServer:
 
     async def keep_open(self, *, renew_groups: bool) -> None:
         """The ticker's keep-alive round: a pipe needs no bytes, and the server is in no
-        channel-layer group (its doorbell is its host's listener: mcpgate.host)."""
+        channel-layer group (its doorbell is its host's listener: salon.daemon.host)."""
 
     async def run(self) -> None:
         # stdin first: initialize, ping and tools/list need no seat, so the client is
@@ -234,7 +234,7 @@ class StdioServer:
         for waiter in self.waiters:
             waiter.set()
 
-    def hear_bell(self, *, pushed: bool = False) -> None:  # mcpgate.host.Bells
+    def hear_bell(self, *, pushed: bool = False) -> None:  # salon.daemon.host.Bells
         self.ring()  # a stdio server's pushes are never written by a send (no `pushed`)
 
     # -- requests ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The bridge: carries the bridged rooms of this store to and from the relay (docs/RELAY.md).
 
-It runs inside the daemon (relay.apps registers `companion` with mcpgate.host, and the
+It runs inside the daemon (relay.apps registers `companion` with salon.daemon.companions, and the
 daemon starts it with its other work), or alone as `salon relay bridge` when no daemon
 runs. Per bridged room, one RoomLink:
 
@@ -313,7 +313,7 @@ class Bridge:
 
 
 async def companion(host) -> Bridge:
-    """What the daemon starts beside its streams (mcpgate.host.add_companion)."""
+    """What the daemon starts beside its streams (salon.daemon.companions.add_companion)."""
     return await Bridge().start()
 
 
@@ -322,7 +322,7 @@ async def run_alone() -> None:
     rings the store's other servers (a `salon mcp` of a session) over their local line."""
     from django.conf import settings
 
-    from mcpgate import host, local
+    from salon.daemon import host, line
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -330,7 +330,7 @@ async def run_alone() -> None:
         loop.add_signal_handler(sig, stop.set)
     if not settings.DATABASE_URL:
         store = host.own_store()
-        bell.add_ringer(lambda entry_id, seats: local.ring(store, entry_id, seats))
+        bell.add_ringer(lambda entry_id, seats: line.ring(store, entry_id, seats))
     bridge = await Bridge().start()
     try:
         await stop.wait()

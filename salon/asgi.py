@@ -1,8 +1,9 @@
 """The ASGI entry point: one server process's daemon and its application.
 
-`daemon` (mcpgate.host.StreamHost) owns what the process runs beside its requests: the
-push path, the doorbell, the local line and the companions other apps registered (the
-relay's bridge). `application` routes /mcp to the MCP endpoint (mcpgate.consumers: a POST
+`daemon` (salon.daemon.host.Daemon, extended with MCP's push path by
+mcpgate.streamhost.StreamHost) owns what the process runs beside its requests: the push
+path, the doorbell, the local line and the companions other apps registered (the relay's
+bridge). `application` routes /mcp to the MCP endpoint (mcpgate.consumers: a POST
 answered directly, a stream by its consumer), the staff's live flow
 (/admin/live/stream, salon.live) to its consumer behind Django's session and user, and
 everything else to Django; it refuses every WebSocket upgrade (403: nothing here speaks
@@ -24,7 +25,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from mcpgate.consumers import mcp_application  # noqa: E402
-from mcpgate.host import StreamHost  # noqa: E402
+from mcpgate.streamhost import StreamHost  # noqa: E402
 from salon.health import asgi_healthz  # noqa: E402
 from salon.lean import asgi_notify  # noqa: E402
 from salon.live import LiveStream  # noqa: E402

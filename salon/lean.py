@@ -27,10 +27,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http.request import split_domain_port
 
 from bus import strict
-from mcpgate.metrics import REQUEST_SECONDS
-from mcpgate.streaming import RequestBody
 from relay import views as relay_views
 from relay.webhook import MAX_BODY_BYTES
+from salon.daemon.metrics import REQUEST_SECONDS
+from salon.daemon.streaming import RequestBody
 
 # What Django's SecurityMiddleware and XFrameOptionsMiddleware add to every answer.
 COMMON_HEADERS = [

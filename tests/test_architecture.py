@@ -1,6 +1,7 @@
-"""The house's arrows point one way: the domain (bus/) stands alone, the adapters
-(mcpgate/, relay/) sit on it, the project (salon/) on top, and no package imports back.
-Under them all, the library patches (patches/) import nothing of the house.
+"""The house's arrows point one way: the domain (bus/) stands alone, the daemon
+(salon/daemon/) sits on it, the adapters (mcpgate/, relay/) on both, the project (the
+rest of salon/) on top, and no package imports back. Under them all, the library
+patches (patches/) import nothing of the house.
 
 Read from the source with `ast`, every import counts — those inside functions too.
 """
@@ -15,29 +16,52 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("bus", "mcpgate", "patches", "relay", "salon")
+# The rooms of the house; the daemon is a room of its own inside salon/.
+PACKAGES = ("bus", "patches", "salon.daemon", "mcpgate", "relay", "salon")
+DAEMON = "salon.daemon"
+# Where the project wires the MCP adapter in: its URLs, its ASGI application, and the
+# command line (`salon mcp` and `salon hook` start the adapter's own entry points).
+PROJECT_WIRING = {"salon/urls.py", "salon/asgi.py", "salon/cli.py"}
+
+
+def room_of(module: str, names: list[str] = ()) -> list[str]:
+    """The rooms a module name (and, for `from salon import x`, its names) belongs to."""
+    parts = module.split(".")
+    if parts[0] not in PACKAGES:
+        return []
+    if parts[0] == "salon":
+        if parts[1:2] == ["daemon"]:
+            return [DAEMON]
+        if len(parts) == 1 and names:
+            return [DAEMON if name == "daemon" else "salon" for name in names]
+    return [parts[0]]
 
 
 def imports_of(path: Path) -> set[str]:
-    """The top-level packages of this repository that a file imports."""
+    """The rooms of this repository that a file imports."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            for alias in node.names:
+                found.update(room_of(alias.name))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        found.update(name.split(".")[0] for name in names if name.split(".")[0] in PACKAGES)
+            found.update(room_of(node.module, [alias.name for alias in node.names]))
     return found
 
 
+def files_of(room: str) -> list[Path]:
+    files = sorted((REPO / room.replace(".", "/")).rglob("*.py"))
+    if room == "salon":
+        files = [path for path in files if not path.is_relative_to(REPO / "salon" / "daemon")]
+    return files
+
+
 def package_graph() -> dict[str, dict[str, list[str]]]:
-    """package → {imported package: [the files that import it]}."""
+    """room → {imported room: [the files that import it]}."""
     graph: dict[str, dict[str, list[str]]] = {package: {} for package in PACKAGES}
     for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
+        for path in files_of(package):
             for target in imports_of(path) - {package}:
                 graph[package].setdefault(target, []).append(str(path.relative_to(REPO)))
     return graph
@@ -52,6 +76,20 @@ def test_the_domain_imports_nothing_above_it():
 def test_the_library_patches_import_nothing_of_the_house():
     arrows = package_graph()["patches"]
     assert arrows == {}, f"patches/ reaches into the house: {arrows}"
+def test_the_daemon_imports_only_the_domain():
+    arrows = package_graph()[DAEMON]
+    assert set(arrows) <= {"bus"}, f"salon/daemon/ reaches into an adapter or up: {arrows}"
+
+
+def test_relay_and_mcpgate_do_not_import_each_other():
+    graph = package_graph()
+    assert "mcpgate" not in graph["relay"], graph["relay"]["mcpgate"]
+    assert "relay" not in graph["mcpgate"], graph["mcpgate"]["relay"]
+
+
+def test_the_project_imports_mcpgate_only_to_wire_it_in():
+    importers = set(package_graph()["salon"].get("mcpgate", []))
+    assert importers <= PROJECT_WIRING, sorted(importers - PROJECT_WIRING)
 
 
 def test_no_import_circle_exists_between_packages():
@@ -75,7 +113,7 @@ def test_no_import_circle_exists_between_packages():
 
 def test_the_checker_sees_an_import_inside_a_function(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text("def later():\n    from salon import cli\n    import mcpgate.local\n")
+    sample.write_text("def later():\n    from salon import cli\n    import mcpgate.tools\n")
 
     assert imports_of(sample) == {"salon", "mcpgate"}
 
@@ -151,7 +189,7 @@ OTHERS_AT_WORK = pytest.mark.xfail(
 
 
 @pytest.mark.parametrize(
-    "package", [pytest.param("bus", marks=OTHERS_AT_WORK), "mcpgate", "relay", "salon"]
+    "package", [pytest.param("bus", marks=OTHERS_AT_WORK), "mcpgate", "patches", "relay", "salon"]
 )
 def test_no_two_modules_import_each_other(package):
     assert module_circles(package) == []
@@ -181,7 +219,7 @@ TOO_LONG_IN_BUS = pytest.mark.xfail(
 
 
 @pytest.mark.parametrize(
-    "package", [pytest.param("bus", marks=TOO_LONG_IN_BUS), "mcpgate", "relay", "salon"]
+    "package", [pytest.param("bus", marks=TOO_LONG_IN_BUS), "mcpgate", "patches", "relay", "salon"]
 )
 def test_no_module_is_over_700_lines(package):
     long = {
@@ -191,3 +229,10 @@ def test_no_module_is_over_700_lines(package):
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}, f"split these by what each part answers: {long}"
+def test_the_checker_tells_the_daemon_from_the_rest_of_salon(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("from salon import daemon\nfrom salon.daemon.line import Line\n")
+    assert imports_of(sample) == {DAEMON}
+
+    sample.write_text("from salon import config, daemon\n")
+    assert imports_of(sample) == {"salon", DAEMON}

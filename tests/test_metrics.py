@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 from bus import services
 from mcpgate import metrics as serving
 from salon import metrics
+from salon.daemon.metrics import REQUEST_SECONDS
 from tests.factories import RoomFactory
 
 # One sample line: name{labels} value
@@ -93,7 +94,7 @@ def test_a_push_counts_once_and_a_stream_is_a_gauge_that_goes_both_ways():
 def test_request_latency_has_cumulative_buckets_by_route():
     route = "/a-route-of-this-test"
     for seconds in (0.003, 0.02, 0.02, 0.7, 30):
-        serving.REQUEST_SECONDS.labels(path=route).observe(seconds)
+        REQUEST_SECONDS.labels(path=route).observe(seconds)
 
     text = metrics.render().decode()
 

@@ -21,6 +21,7 @@ from django.db import connections
 from bus import services
 from bus.models import Seat, WakeDecision
 from patches import channels as layers
+from salon.daemon.host import LoopCalls
 from tests.factories import make_room, make_seat, send
 from tests.mcp_helpers import RawSession
 from tests.support import query_store
@@ -373,7 +374,7 @@ async def test_a_ring_calls_the_seats_listeners_of_this_process_and_sends_nothin
     a group send per seat from every worker that heard the commit)."""
     import gc
 
-    from mcpgate.host import StreamHost, seat_group
+    from mcpgate.streamhost import StreamHost, seat_group
     from patches.channels import SweepingInMemoryChannelLayer
 
     host = StreamHost(serve_line=False)
@@ -591,7 +592,7 @@ async def test_a_push_whose_stream_closed_before_the_commit_is_recorded_as_a_del
     from asgiref.sync import sync_to_async
 
     from bus.models import Entry
-    from mcpgate.host import StreamHost
+    from mcpgate.streamhost import StreamHost
 
     host = StreamHost(serve_line=False)
     host.outbox.bind(asyncio.get_running_loop())
@@ -612,7 +613,7 @@ async def test_a_push_whose_stream_closed_before_the_commit_is_recorded_as_a_del
 
 
 async def test_the_stream_a_send_wrote_to_is_told_so_and_claims_nothing_while_a_wait_still_hears():
-    from mcpgate.host import Bells
+    from salon.daemon.host import Bells
 
     class Listener:
         def __init__(self):
@@ -663,7 +664,7 @@ async def test_a_post_is_answered_without_a_channel_on_the_layer_and_a_wait_gets
     receiving tasks and a dispatch loop); a `wait` call, which must hear its seat's
     doorbell, is handed to the stream consumer with its body, and has one."""
     from mcpgate.consumers import mcp_application
-    from mcpgate.host import StreamHost
+    from mcpgate.streamhost import StreamHost
     from tests.mcp_helpers import ACCEPT_BOTH, initialize_message
 
     host = StreamHost(serve_line=False)
@@ -710,10 +711,8 @@ async def test_calls_from_the_database_thread_wake_the_loop_once_and_run_in_orde
     hand-over each); calls made before the loop runs them share one."""
     import socket
 
-    from mcpgate import delivery
-
     loop = asyncio.get_running_loop()
-    calls = delivery.LoopCalls()
+    calls = LoopCalls()
     calls.loop = loop
     ran: list[int] = []
 

@@ -29,7 +29,7 @@ from mcpgate.claude.hookinput import (
     write_stamp,
 )
 from mcpgate.claude.processes import HookInputError
-from mcpgate.local import Line
+from salon.daemon.line import Line
 
 USAGE = (
     "usage: salon hook {session-start|stop|heartbeat|session-end} — run by Claude Code with "

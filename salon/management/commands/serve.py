@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from bus.management.base import SalonCommand
-from mcpgate import sessions
 from salon import config, serving, store
+from salon.daemon import companions
 
 
 class Command(SalonCommand):
@@ -55,7 +55,7 @@ class Command(SalonCommand):
                 call_command("migrate", interactive=False, verbosity=0)
         if workers == 1:
             if serving.port_free(bind, port):
-                sessions.forget_streams()
+                companions.server_starting()
             banner = lambda: self.print_banner(bind, port)  # noqa: E731
             if not serving.run(serving.tcp_endpoint(bind, port), on_listening=banner):
                 raise CommandError(serving.bind_failure(bind, port))
@@ -75,7 +75,7 @@ class Command(SalonCommand):
             listener.close()
             raise CommandError(serving.bind_failure(bind, port)) from None
         listener.listen(1024)
-        sessions.forget_streams()
+        companions.server_starting()
         listener.set_inheritable(True)
         fd = listener.fileno()
         command = [sys.executable, "-m", "salon.serving", "--fd", str(fd)]

@@ -17,6 +17,11 @@ from channels.exceptions import StopConsumer
 
 log = logging.getLogger("salon.mcp")
 
+# An open stream with nothing to say sends a comment this often (an SSE keep-alive), so
+# neither a proxy nor the client takes it for dead: the MCP streams (mcpgate.delivery's
+# ticker) and the staff's live flow (salon.live) alike.
+KEEPALIVE_SECONDS = 15
+
 
 class RequestBody:
     """A request's body as its http.request messages bring it: its first `limit` bytes are

@@ -1,8 +1,9 @@
-"""A process that hosts streams and serves its store: a daemon worker, or a `salon mcp`
-stdio server. One object owns what such a process runs beside its requests:
+"""A process that serves its store: a daemon worker, or a `salon mcp` stdio server. One
+object (Daemon) owns what such a process runs beside its requests:
 
-* the push path: the claimer, the keep-alive ticker and the delivery records
-  (mcpgate.delivery);
+* the push path of its streams, which the adapter that hosts them adds
+  (mcpgate.streamhost.StreamHost: the claimer, the keep-alive ticker, the delivery
+  records) and the doorbell hands the streams a send wrote to already (`written_here`);
 * the doorbell: after a send committed here it rings this process's listeners of the
   woken seats (Bells) and, on SQLite, the other servers of the store over their line;
   its listener (bus.bell.Listener) hears what other processes committed (PostgreSQL's
@@ -14,10 +15,10 @@ stdio server. One object owns what such a process runs beside its requests:
 * the board of the operator's live view (`board`): the listener rings it for every new
   entry of the store, whoever wrote it, and each open live stream of this process reads
   the new entries from the store (salon.live);
-* the local line (mcpgate.local): commands and hooks of the same store send it their
+* the local line (salon.daemon.line): commands and hooks of the same store send it their
   requests, answered by bus.management.ops on the database thread;
 * in a daemon (`run_companions=True`), what other apps registered to run beside it with
-  mcpgate.companions (the relay's bridge), started with it and stopped with it.
+  salon.daemon.companions (the relay's bridge), started with it and stopped with it.
 
 Nothing starts at import or construction: `start()` does, once the event loop runs
 (`salon serve` calls it when daphne listens; a first request calls it too).
@@ -28,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
 import json
 import logging
 import os
 import sys
+import threading
 import weakref
 from collections import deque
 from collections.abc import Mapping
@@ -39,24 +42,17 @@ from types import MappingProxyType
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 
 from bus import bell, strict
 from bus.management import ops
-from bus.models import Seat
-from mcpgate import companions, delivery, local, protocol
+from salon.daemon import companions, line
 
 log = logging.getLogger("salon.host")
 
 
-def seat_group(seat_id: int) -> str:
-    """The channel-layer group of a seat's streams (and waits)."""
-    return f"seat.{seat_id}"
-
-
 def own_store() -> str:
-    """This process's store, spelled as mcpgate.local spells a client's."""
+    """This process's store, spelled as salon.daemon.line spells a client's."""
     return settings.STORE
 
 
@@ -115,6 +111,40 @@ class Bells:
 process_bells = Bells()
 
 
+class LoopCalls:
+    """Calls made from another thread (the database thread, after a commit) to run on the
+    event loop, in the order made, with one wake-up of the loop for all that are made
+    before it runs them. Each call_soon_threadsafe wakes the loop through its self-pipe
+    (a write, a wake-up and a GIL hand-over); a send's commit made three."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._calls: list = []
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def soon(self, call, *args) -> None:
+        with self._lock:
+            self._calls.append((call, args))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        # In a fresh context: this runs on the database thread, inside asgiref's
+        # executor, and a task started in its context (the claimer's) would have its own
+        # database calls refused as a deadlock.
+        self.loop.call_soon_threadsafe(self._run, context=contextvars.Context())
+
+    def _run(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, []
+            self._scheduled = False
+        for call, args in calls:
+            try:
+                call(*args)
+            except Exception:  # one failed call does not keep the others from running
+                log.exception("a call handed to the event loop failed")
+
+
 class RecentRings:
     """Entries this process rang itself, so its listener does not ring them again."""
 
@@ -137,19 +167,6 @@ class RecentRings:
         return self._key(entry_id) in self._keys
 
 
-class _Closed:
-    """The stream of a seat that closed between a send's claim and its commit: its write
-    fails, so the outbox records the push as a delivery error."""
-
-    streaming = ready = False
-
-    def __init__(self, seat_name: str) -> None:
-        self.seat = Seat(name=seat_name)
-
-    async def send_event(self, message, event_id=None) -> None:
-        raise ConnectionError("the stream closed")
-
-
 # ---------------------------------------------------------------- the local line
 
 
@@ -158,7 +175,7 @@ async def _read_to_end(reader: asyncio.StreamReader) -> bytes | None:
     chunks, size = [], 0
     while chunk := await reader.read(65536):
         size += len(chunk)
-        if size > local.MAX_MESSAGE_BYTES:
+        if size > line.MAX_MESSAGE_BYTES:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
@@ -183,12 +200,12 @@ class LineServer:
     async def start(self) -> str | None:
         """Listen; the socket's path, or None when the runtime directory is not private
         (commands then work on the store themselves, only more slowly)."""
-        directory = local.runtime_dir()
+        directory = line.runtime_dir()
         with contextlib.suppress(OSError):
             os.makedirs(directory, mode=0o700, exist_ok=True)
-        if not local.private(directory):
+        if not line.private(directory):
             return None
-        path = local.socket_path(self.store)
+        path = line.socket_path(self.store)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # a file of an earlier process with our pid: stale
         previous = os.umask(0o177)
@@ -218,11 +235,11 @@ class LineServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            writer.write(local.GREETING)  # the client sends its request only after this
+            writer.write(line.GREETING)  # the client sends its request only after this
             answer = await self._answer(reader, writer)
             if answer is not None:
                 writer.write(json.dumps(answer).encode())
-                await asyncio.wait_for(writer.drain(), local.ANSWER_SECONDS)
+                await asyncio.wait_for(writer.drain(), line.ANSWER_SECONDS)
         except (OSError, TimeoutError):
             pass
         finally:
@@ -230,14 +247,14 @@ class LineServer:
 
     async def _answer(self, reader, writer) -> dict | None:
         sock = writer.get_extra_info("socket")
-        if sock is not None and not local.same_user(sock):
+        if sock is not None and not line.same_user(sock):
             return {"ok": False, "error": "the caller is another user"}
         try:
-            body = await asyncio.wait_for(_read_to_end(reader), local.ANSWER_SECONDS)
+            body = await asyncio.wait_for(_read_to_end(reader), line.ANSWER_SECONDS)
             if body is None:
                 return {"ok": False, "error": "the request is too large"}
             request = strict.decode_json(body)
-            if not isinstance(request, dict) or request.get("v") != local.WIRE_VERSION:
+            if not isinstance(request, dict) or request.get("v") != line.WIRE_VERSION:
                 return {"ok": False, "error": "not a request of this wire version"}
         except strict.NotJson as exc:
             log.warning("the local line refused a request: %s", exc)
@@ -260,27 +277,22 @@ class LineServer:
         return await self.answer(request)
 
 
-# ---------------------------------------------------------------- the host
+# ---------------------------------------------------------------- the daemon
 
 
-class StreamHost:
+class Daemon:
+    """What a process that serves its store runs beside its requests. An adapter that
+    hosts streams extends it (mcpgate.streamhost: the MCP push path); `written_here` is
+    its hook into the doorbell."""
+
     def __init__(self, *, serve_line: bool = True, run_companions: bool = False) -> None:
-        self.records = delivery.DeliveryRecords()
-        self.calls = delivery.LoopCalls()  # from the database thread, after a commit
-        self.outbox = delivery.Outbox(self.records, self.calls)
-        self.claimer = delivery.Claimer(self.outbox)
-        # The open HTTP stream of each seat whose pushes a send in this process may claim
-        # and write itself (bus.bell.Pusher): changed on the event loop, read by sends on
-        # the database thread (one dict lookup each).
-        self.direct: dict[int, Any] = {}
-        self._just_pushed: dict[str, dict[int, Any]] = {}  # entry id → {seat: stream}
-        self.ticker = delivery.KeepAliveTicker(self.claimer)
+        self.calls = LoopCalls()  # from the database thread, after a commit
         self.board = Board()
         self.bells = process_bells
         self.listener = bell.Listener(self.heard, stored=self.board.ring)
         self.recent = RecentRings()
         self.store = own_store()
-        self.peers = local.ServerList(self.store)  # the other servers a send rings
+        self.peers = line.ServerList(self.store)  # the other servers a send rings
         self.line = LineServer(
             self.store,
             settings.SETTINGS_KEY,
@@ -291,7 +303,6 @@ class StreamHost:
         self.serve_line = serve_line
         self.run_companions = run_companions  # a daemon starts the registered companions
         self.running: list[Any] = []  # the companions started
-        self.layer = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._started = False
 
@@ -301,15 +312,12 @@ class StreamHost:
         if self._started:
             return
         self._started = True
-        self.loop = asyncio.get_running_loop()
-        self.outbox.bind(self.loop)
-        self.layer = get_channel_layer()
+        self.loop = self.calls.loop = asyncio.get_running_loop()
         bell.add_ringer(self.ring_after_commit)
-        bell.add_pusher(self)
         self.listener.start()
         if self.serve_line and await self.line.start() is None:
             print(
-                f"agent-salon: warning: {local.runtime_dir()} is not a private directory of "
+                f"agent-salon: warning: {line.runtime_dir()} is not a private directory of "
                 "this user (mode 700): commands and hooks will not use this process (they "
                 "still work, more slowly)",
                 file=sys.stderr,
@@ -327,44 +335,22 @@ class StreamHost:
                 await companion.stop()
         self.running.clear()
         bell.remove_ringer(self.ring_after_commit)
-        bell.remove_pusher(self)
         await self.listener.stop()
         await self.line.stop()
-        await self.records.flush()
-
-    # -- pushing in the send (bus.bell.Pusher) ---------------------------------------
-
-    def pushable(self, seat_ids) -> set[int]:
-        """The seats whose stream here is open and has written its replay and first claim
-        (until then its pushes go through the claimer, in order)."""
-        if self.loop is None or self.loop.is_closed():
-            return set()
-        found = set()
-        for seat_id in seat_ids:
-            stream = self.direct.get(seat_id)
-            if stream is not None and stream.streaming and stream.ready:
-                found.add(seat_id)
-        return found
-
-    def pushed(self, entry, pushes: dict[int, tuple[int, str]]) -> None:
-        """On the sending thread, right after its commit: the entry's message, rendered once,
-        into the outbox for each seat's stream (a stream that closed meanwhile fails its
-        write there, and the push is recorded as a delivery error)."""
-        message = protocol.SharedMessage(delivery.channel_message(entry))
-        items, streams = [], {}
-        for seat_id, (push_seq, seat_name) in pushes.items():
-            stream = streams[seat_id] = self.direct.get(seat_id) or _Closed(seat_name)
-            items.append((stream, [(push_seq, entry, message)], None))
-        self._just_pushed[str(entry.pk)] = streams
-        self.outbox.put(items)
 
     # -- the doorbell ---------------------------------------------------------------
 
+    def written_here(self, entry_id: str) -> Mapping[int, Any]:
+        """{seat id: the stream this process already wrote the entry's push to}; none
+        here (mcpgate.streamhost has streams)."""
+        return MappingProxyType({})
+
     def ring_after_commit(self, entry_id: str, seat_ids: list[int]) -> None:
-        """A send committed in this process (on whichever thread): ring the seats on the
-        layer, and on SQLite the other servers of the store over their line."""
+        """A send committed in this process (on whichever thread): ring this process's
+        listeners of the seats, and on SQLite the other servers of the store over their
+        line."""
         self.recent.add(entry_id)
-        pushed = self._just_pushed.pop(str(entry_id), {})
+        pushed = self.written_here(str(entry_id))
         if self.loop is None or self.loop.is_closed():
             return
         # With the pushes this commit put in the outbox: one wake-up of the loop for all.
@@ -373,13 +359,13 @@ class StreamHost:
         if not settings.DATABASE_URL:
             self._ring_line(entry_id, seat_ids)
 
-    def _ring_here(self, seat_ids: list[int], pushed: dict[int, Any]) -> None:
+    def _ring_here(self, seat_ids: list[int], pushed: Mapping[int, Any]) -> None:
         self.bells.ring(seat_ids, pushed)
 
     def _ring_line(self, entry_id: str, seat_ids: list[int]) -> None:
         """Fire and forget: a connect and a write per server of the store, no waiting."""
         try:
-            local.ring(
+            line.ring(
                 self.store, entry_id, seat_ids, skip=self.line.path, paths=self.peers.current()
             )
         except OSError:
