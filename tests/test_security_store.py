@@ -391,6 +391,19 @@ def set_columns(reader: Reader, entry_id: str, assignments: str) -> None:
         assert changed.rowcount == 1
 
 
+def sse_lines(response: httpx.Response):
+    """The lines of an event stream as EventSource splits them: at CR, LF or CRLF only
+    (httpx's iter_lines also splits at U+2028, U+0085 and the like, which an entry's
+    JSON may carry unescaped)."""
+    pending = ""
+    for text in response.iter_text():
+        pending += text
+        *lines, pending = re.split(r"\r\n|\n|\r", pending)
+        yield from lines
+    if pending:
+        yield pending
+
+
 def live_flow(reader: Reader, room: str) -> list[dict]:
     """The entries /admin/live/stream sends a page first, up to its `ready` event."""
     entries = []
@@ -399,7 +412,7 @@ def live_flow(reader: Reader, room: str) -> list[dict]:
     ) as response:
         assert response.status_code == 200, response.status_code
         event = None
-        for line in response.iter_lines():
+        for line in sse_lines(response):
             if line.startswith("event: "):
                 event = line[7:]
                 if event == "ready":
