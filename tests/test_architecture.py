@@ -76,6 +76,8 @@ def test_the_domain_imports_nothing_above_it():
 def test_the_library_patches_import_nothing_of_the_house():
     arrows = package_graph()["patches"]
     assert arrows == {}, f"patches/ reaches into the house: {arrows}"
+
+
 def test_the_daemon_imports_only_the_domain():
     arrows = package_graph()[DAEMON]
     assert set(arrows) <= {"bus"}, f"salon/daemon/ reaches into an adapter or up: {arrows}"
@@ -229,6 +231,8 @@ def test_no_module_is_over_700_lines(package):
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}, f"split these by what each part answers: {long}"
+
+
 def test_the_checker_tells_the_daemon_from_the_rest_of_salon(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("from salon import daemon\nfrom salon.daemon.line import Line\n")
