@@ -297,29 +297,10 @@ def test_an_archived_room_is_refused_before_anything_is_written(env, proj):
     assert snapshot(proj) == before
 
 
-def test_the_installed_session_start_hook_runs_and_joins_the_rooms(env, proj):
-    ok(install(env, proj, "team,ops"))
+def run_installed_session_start(env: dict, proj) -> subprocess.CompletedProcess:
+    """The SessionStart command install wrote, run as Claude Code runs it, interactive."""
     (command,) = [c for e, c in ours(settings(proj)) if e == "SessionStart"]
-    clean = {k: v for k, v in env.items() if not k.startswith(("AGENT_SALON_", "DATABASE_"))}
-    done = subprocess.run(
-        ["sh", "-c", command],
-        env=dict(clean, AGENT_SALON_HEADLESS="0"),
-        cwd=proj,
-        input=hook_input("session-start", "5ee5a10n-0000-0000-0000-000000000000", proj),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "this session is web-app#5ee5a10n" in text
-    assert rooms_of(env, "web-app#5ee5a10n") == ["ops", "team"]
-
-
-def test_the_skill_and_the_session_start_context_give_the_monitor_the_same_timeout(env, proj):
-    ok(install(env, proj, "team"))
-    (command,) = [c for e, c in ours(settings(proj)) if e == "SessionStart"]
-    done = subprocess.run(
+    return subprocess.run(
         ["sh", "-c", command],
         env=dict(env, AGENT_SALON_HEADLESS="0"),
         cwd=proj,
@@ -328,6 +309,21 @@ def test_the_skill_and_the_session_start_context_give_the_monitor_the_same_timeo
         text=True,
         timeout=60,
     )
+
+
+def test_the_installed_session_start_hook_runs_and_joins_the_rooms(env, proj):
+    ok(install(env, proj, "team,ops"))
+    clean = {k: v for k, v in env.items() if not k.startswith(("AGENT_SALON_", "DATABASE_"))}
+    done = run_installed_session_start(clean, proj)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "this session is web-app#5ee5a10n" in text
+    assert rooms_of(env, "web-app#5ee5a10n") == ["ops", "team"]
+
+
+def test_the_skill_and_the_session_start_context_give_the_monitor_the_same_timeout(env, proj):
+    ok(install(env, proj, "team"))
+    done = run_installed_session_start(env, proj)
     text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     skill = (proj / SKILL).read_text()
     # The longest Claude Code's Monitor allows; more is silently cut to it.
