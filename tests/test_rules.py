@@ -1,4 +1,4 @@
-"""The rules of bus/rules.py, one claim per test. Pure: no Django, no database."""
+"""The rules of bus/rules/, one claim per test. Pure: no Django, no database."""
 
 from datetime import UTC, datetime, timedelta
 

@@ -1,0 +1,72 @@
+"""The words, windows and limits every rule is written in."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+TYPES = ("QUESTION", "ANSWER", "FACT", "REQUEST")
+
+
+PHASES = ("explore", "plan", "apply", "verify", "blocked")
+
+
+LIVE, UNKNOWN, GONE = "live", "unknown", "gone"
+
+
+LIVENESS = (LIVE, UNKNOWN, GONE)
+
+
+LIVE_WINDOW = timedelta(minutes=2)
+
+
+UNKNOWN_WINDOW = timedelta(minutes=30)
+
+
+STALE_FOCUS = timedelta(hours=4)
+
+
+SIBLING_WINDOW = timedelta(minutes=60)
+
+
+MAX_CONTENT_BYTES = 64 * 1024
+
+
+MAX_META_KEYS = 32
+
+
+# Limits: meta travels with every push and every read; it is for labels, not payloads.
+MAX_META_BYTES = 16 * 1024
+
+
+MAX_META_DEPTH = 8
+
+
+MAX_ADDRESSEES = 32
+
+
+MAX_FOCUS_FILES = 50
+
+
+MAX_FOCUS_PATH_CHARS = 256
+
+
+MAX_NAME_CHARS = 64
+
+
+# Session ids are UUIDs or our own random ids; 128 leaves room without letting
+# a hostile hook payload grow a seat name without bound.
+MAX_SESSION_CHARS = 128
+
+
+MIN_CLAIMED_SESSION_CHARS = 16
+
+
+MAX_FOCUS_CHARS = 500
+
+
+# Types that are a claim on attention even when broadcast (decide_wake).
+CLAIM_TYPES = ("QUESTION", "REQUEST")
+
+
+# The reasons decide_wake can give, so metrics and tests can enumerate them.
+REASONS = ("sender", "not_addressed", "quiet", "addressed", "reply", "claim", "not_a_claim")
