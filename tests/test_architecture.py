@@ -182,17 +182,7 @@ def module_circles(package: str) -> list[list[str]]:
     return sorted(list(circle) for circle in circles)
 
 
-OTHERS_AT_WORK = pytest.mark.xfail(
-    strict=True,
-    reason="bus.services.rooms and bus.services.telling import each other (rooms tells "
-    "an inherited claim, telling looks rooms up), and bus.management.verbs/__init__ "
-    "imports the verbs that import it back",
-)
-
-
-@pytest.mark.parametrize(
-    "package", [pytest.param("bus", marks=OTHERS_AT_WORK), "mcpgate", "patches", "relay", "salon"]
-)
+@pytest.mark.parametrize("package", ["bus", "mcpgate", "patches", "relay", "salon"])
 def test_no_two_modules_import_each_other(package):
     assert module_circles(package) == []
 

@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from bus import compiled, ledger, rules, wire
-from bus.models import Entry, Membership, Room, Seat
+from bus.models import Entry, Membership, Room, Seat, WakeDecision
 from bus.rules import NotAMember, RuleError, UnknownRoom
 from patches.django import CompiledLookup
 
@@ -75,14 +75,70 @@ def ensure_membership(seat: Seat, room: Room) -> Membership:
         (membership.cursor, membership.held_from), inherited = _first_cursor(seat, room)
         membership.save(update_fields=["cursor", "held_from"])
         if inherited:
-            # Imported here: telling looks rooms up through this module.
-            from bus.services import telling
-
-            telling.owe_inherited(seat=seat, room=room, cursor=membership.cursor)
+            owe_inherited(seat=seat, room=room, cursor=membership.cursor)
     elif membership.left_at is not None:
         membership.left_at = None
         membership.save(update_fields=["left_at"])
     return membership
+
+
+# A new seat looks for the claims owed to it among at most this many of the newest entries
+# it inherits as unread: joining costs the same however big the room or its backlog.
+OWED_LOOKBACK = 1000
+
+
+def owe_inherited(*, seat: Seat, room, cursor: int) -> int:
+    """A seat new to `room` inherits the entries after its first `cursor` as unread; each
+    of them that rules.owed_on_arrival makes a claim on it gets the ledger row it would
+    have had, had the seat been there when the entry was sent. So a claim written while
+    none of the agent's sessions was live is listed by the next session's SessionStart,
+    and told once by whichever path comes first. Returns how many rows were written."""
+    if seat.remote:  # its own machine tells it
+        return 0
+    rows = list(
+        Entry.objects.filter(room=room, seq__gt=cursor)
+        .order_by("-seq")
+        .values_list("id", "seq", "sender", "sender_agent", "type", "to", "re")[:OWED_LOOKBACK]
+    )
+    if not rows:
+        return 0
+    ids = [row[0] for row in rows]
+    told = set(
+        WakeDecision.objects.filter(
+            entry_id__in=ids, seat__agent_id=seat.agent_id, told_at__isnull=False
+        ).values_list("entry_id", flat=True)
+    )
+    re_ids = {row[6] for row in rows if row[6]}
+    authors = dict(Entry.objects.filter(id__in=re_ids).values_list("id", "sender"))
+    facts, agent, at = seat.facts(), seat.agent.name, timezone.now()
+    listener = seat.listener(at, seat.liveness(at))
+    owed = []
+    for entry_id, seq, sender, sender_agent, type_, to, re in reversed(rows):
+        decision = rules.owed_on_arrival(
+            rules.EntryFacts(sender, type_, tuple(rules.names_in(to)), authors.get(re)),
+            facts,
+            at,
+            by_own_agent=sender_agent == agent,
+            sibling_told=entry_id in told,
+        )
+        if decision is not None:
+            owed.append(
+                WakeDecision(
+                    entry_id=entry_id,
+                    seat=seat,
+                    seat_name=seat.name,
+                    room_id=room.pk,
+                    seq=seq,
+                    woken=True,
+                    reason=decision.reason,
+                    decided_at=at,
+                    listener=listener,
+                    gone=False,
+                )
+            )
+    # A send that saw the new membership wrote its own row: that one stands.
+    WakeDecision.objects.bulk_create(owed, ignore_conflicts=True)
+    return len(owed)
 
 
 def _first_cursor(seat: Seat, room: Room) -> tuple[tuple[int, int | None], bool]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from bus.management.verbs import Output, Verb, add_json_flag, formats, types
+from bus.management.verbs import formats, types
+from bus.management.verbs.base import Output, Verb, add_json_flag
 
 
 class Policy(Verb):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from bus.management.verbs import Output, UsageError, Verb, add_json_flag, formats, types
+from bus.management.verbs import formats, types
+from bus.management.verbs.base import Output, UsageError, Verb, add_json_flag
 
 
 class Prune(Verb):
