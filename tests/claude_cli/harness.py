@@ -138,6 +138,10 @@ class ClaudeHome:
             NO_PROXY="127.0.0.1,localhost",
             # CI has no terminal (TERM may be unset or "dumb"); tmux gives a real one.
             TERM="xterm-256color",
+            # How long Claude Code waits for an MCP server to answer at start (and, capped
+            # at 10 s, `claude mcp list`'s check): a loaded machine starts `salon mcp`
+            # slowly, and a server that answered late is no finding of these tests.
+            MCP_TIMEOUT="60000",
         )
         if self.channels:
             # Telemetry is off here, which otherwise makes it ignore the cached flags.
