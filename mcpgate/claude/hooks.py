@@ -1,5 +1,5 @@
 """What the Claude Code hooks do once Django is up; the `hook` operation. The README's
-"Claude Code in two projects" says what a user sees of them.
+"Claude Code in two projects" and docs/CLAUDE_CODE.md say what a user sees of them.
 
 mcpgate.claude.runner sends the hook's context to a running server of the store, or runs
 it in its own process: either way `operation` below answers.
