@@ -9,6 +9,8 @@ import time
 
 import httpx
 
+from tests.support import stretched
+
 ACCEPT_BOTH = "application/json, text/event-stream"
 
 
@@ -149,7 +151,7 @@ class SseStream:
     async def next(self, timeout: float = 5, comments: bool = False) -> dict:
         """The next event (comments skipped unless asked for); TimeoutError if none."""
         while True:
-            event = await asyncio.wait_for(self.queue.get(), timeout)
+            event = await asyncio.wait_for(self.queue.get(), stretched(timeout))
             if comments or "comment" not in event:
                 return event
 

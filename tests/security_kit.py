@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import Daemon, drop_store, migrate, salon_cmd, salon_env
+from tests.support import Daemon, drop_store, migrate, salon_cmd, salon_env, stretched
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 TRACEBACK = "Traceback (most recent call last)"
@@ -96,7 +96,7 @@ def cli(
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=stretched(timeout),
         preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
     )
 
@@ -131,7 +131,7 @@ def descendants(pid: int) -> list[int]:
 
 def wait_until(condition, timeout: float = 10, interval: float = 0.05):
     """Poll `condition` until it returns something true; that value, or None on timeout."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + stretched(timeout)
     while True:
         value = condition()
         if value or time.monotonic() > deadline:

@@ -28,7 +28,7 @@ from tests.claude_cli.harness import (
     claude_or_skip,
 )
 from tests.claude_cli.standin import Request, StandIn, Text, ToolUse, mcp_call, select
-from tests.support import Daemon, query_store, run_salon
+from tests.support import Daemon, query_store, run_salon, stretched
 
 pytestmark = pytest.mark.slow
 
@@ -190,7 +190,7 @@ def live_seats(env: dict[str, str], project: Path) -> dict[str, str]:
 
 def wait_until(condition: Callable[[], bool], timeout: float = 45) -> bool:
     """Poll a condition on a real process's output (no fixed sleep)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + stretched(timeout)
     while time.monotonic() < deadline:
         if condition():
             return True

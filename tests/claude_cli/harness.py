@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import stretched
+
 # The version CI installs (install_claude.sh reads the same file).
 CLAUDE_VERSION = (Path(__file__).parent / "claude-version.txt").read_text().strip()
 DEFAULT_DIR = Path("/tmp/salon-claude-cli")
@@ -165,7 +167,7 @@ class ClaudeHome:
             input=stdin,
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=stretched(timeout),
         )
 
     def print_mode(
@@ -372,6 +374,7 @@ class Tmux:
 
     def wait_for_any(self, texts: tuple[str, ...], timeout: float = 60) -> str:
         """The screen, once it shows one of `texts`."""
+        timeout = stretched(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             screen = self.screen()
