@@ -16,7 +16,6 @@ import pytest
 
 from tests.claude_kit import API_SEAT, WEB_SEAT, WEB_SESSION, api, salon, web
 from tests.support import (
-    drop_store,
     dump_store,
     execute_store,
     query_store,
@@ -351,18 +350,6 @@ def test_the_first_command_on_a_new_embedded_store_makes_its_tables(tmp_path):
     rooms = ok(web(fresh, "rooms", "--json"))
 
     assert [room["room"] for room in json.loads(rooms.stdout)] == ["salon"]
-
-
-def test_a_postgresql_store_that_was_never_migrated_is_one_line_naming_migrate(tmp_path):
-    if not os.environ.get("DATABASE_URL"):
-        pytest.skip("PostgreSQL stores are made by `salon migrate`: the PostgreSQL pass")
-    (tmp_path / "fresh").mkdir()
-    fresh = salon_env(tmp_path / "fresh")
-    try:
-        line = refused(web(fresh, "inbox", "team"), code=1)
-    finally:
-        drop_store(fresh)
-    assert "salon migrate" in line
 
 
 def test_an_unknown_phase_lists_the_five(env):

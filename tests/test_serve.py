@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import socket
 import sqlite3
@@ -13,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from tests.support import Daemon, free_port, run_salon, salon_cmd, salon_env
+from tests.support import Daemon, drop_store, free_port, run_salon, salon_cmd, salon_env
 
 pytestmark = pytest.mark.slow
 
@@ -236,3 +237,19 @@ def test_pushes_held_back_by_a_reader_that_stopped_reading_all_arrive_once_it_re
 
     sent, received = asyncio.run(scenario())
     assert received == sent
+
+
+def test_a_postgresql_store_that_was_never_migrated_is_one_line_naming_migrate(tmp_path):
+    """On PostgreSQL a command does not make the tables itself: it says to migrate."""
+    if not os.environ.get("DATABASE_URL"):
+        pytest.skip("PostgreSQL stores are made by `salon migrate`: the PostgreSQL pass")
+    (tmp_path / "fresh").mkdir()
+    fresh = salon_env(tmp_path / "fresh")
+    try:
+        done = run_salon("inbox", "team", env={**fresh, "AGENT_SALON_NAME": "web-app"})
+    finally:
+        drop_store(fresh)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "salon migrate" in done.stderr
