@@ -17,7 +17,9 @@ Only salon.top.run imports this module: Textual is loaded by `salon top` alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from functools import partial
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connection
@@ -233,13 +235,15 @@ class Top(App):
         self.title_flow()
         self.flow.focus()
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self.exit, INTERRUPTED)
+        loop.add_signal_handler(signal.SIGTERM, self.action_interrupt)
         # Listen first, then read where the rooms are: nothing falls in between.
         self.listener = bell.Listener(None, stored=self.rung.set)
         self.listener.start()
         self.run_worker(self.watch(), name="watch", exit_on_error=True)
 
     async def on_unmount(self) -> None:
+        with contextlib.suppress(RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
         if self.listener is not None:
             await self.listener.stop()
 
@@ -329,15 +333,15 @@ class Top(App):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "rooms" and event.row_key.value != self.room:
             self.room = event.row_key.value
-            self.run_worker(self.draw_panes(), group="panes", exclusive=True)
+            self.run_worker(self.draw_panes, group="panes", exclusive=True)
         elif event.data_table.id == "flow":
             self.flow.border_subtitle = "following" if self.flow.following() else "End follows"
 
     def action_quit_top(self) -> None:
-        self.exit(0)
+        self.exit(return_code=0)
 
     def action_interrupt(self) -> None:
-        self.exit(INTERRUPTED)
+        self.exit(return_code=INTERRUPTED)
 
     def action_filter(self) -> None:
         self.filter = view.next_filter(self.filter)
@@ -357,7 +361,7 @@ class Top(App):
     def open_entry(self, entry_id: str) -> None:
         shown = next((e for e in self.entries if e["id"] == entry_id), None)
         if shown is not None:
-            self.run_worker(self._open(shown), group="open", exclusive=True)
+            self.run_worker(partial(self._open, shown), group="open", exclusive=True)
 
     async def _open(self, shown: dict) -> None:
         text = await in_thread(view.in_full, shown)
