@@ -62,13 +62,44 @@ class Pane(DataTable):
     def on_mount(self) -> None:
         self.add_columns(*self.headings)
 
+    # The operator's moves, told apart from the cursor put back as the pane is drawn
+    # again: only those open another room.
+    moved = False
+
+    def action_cursor_down(self) -> None:
+        self.moved = True
+        super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.moved = True
+        super().action_cursor_up()
+
+    def action_page_down(self) -> None:
+        self.moved = True
+        super().action_page_down()
+
+    def action_page_up(self) -> None:
+        self.moved = True
+        super().action_page_up()
+
+    async def _on_click(self, event) -> None:
+        self.moved = True
+        await super()._on_click(event)
+
     def action_first(self) -> None:
+        self.moved = True
         if self.row_count:
             self.move_cursor(row=0)
 
     def action_last(self) -> None:
+        self.moved = True
         if self.row_count:
             self.move_cursor(row=self.row_count - 1)
+
+    def key_at_cursor(self) -> str | None:
+        if not self.row_count:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
 
     def draw(self, rows: list[tuple[str, tuple[str, ...]]], keep: str | None) -> None:
         """Rows (key, cells) drawn again if they changed; the cursor on `keep` if given."""
@@ -109,8 +140,9 @@ class Flow(Pane):
             self.move_cursor(row=self.row_count - 1, animate=False)
 
     def action_open(self) -> None:
-        if self.row_count:
-            self.app.open_entry(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+        key = self.key_at_cursor()
+        if key is not None:
+            self.app.open_entry(key)
 
 
 TYPE_STYLE = {"QUESTION": "bold yellow", "REQUEST": "bold magenta", "ANSWER": "bold green"}
@@ -137,10 +169,10 @@ class TextScreen(ModalScreen):
     """A text over the panes (an entry in full, the help): Esc, q or Enter closes it."""
 
     BINDINGS = [
-        Binding("escape", "dismiss", "close"),
-        Binding("q", "dismiss", "close", show=False),
-        Binding("enter", "dismiss", "close", show=False),
-        Binding("question_mark", "dismiss", "close", show=False),
+        Binding("escape", "close", "close"),
+        Binding("q", "close", "close", show=False),
+        Binding("enter", "close", "close", show=False),
+        Binding("question_mark", "close", "close", show=False),
         Binding("j", "scroll('down')", show=False),
         Binding("k", "scroll('up')", show=False),
     ]
@@ -149,12 +181,18 @@ class TextScreen(ModalScreen):
         super().__init__()
         self.title_text = title
         self.text = text
+        self.closing = False
 
     def compose(self) -> ComposeResult:
         box = VerticalScroll(Static(Text(self.text), id="text"), id="box")
         box.border_title = self.title_text
         box.border_subtitle = "Esc closes"
         yield box
+
+    def action_close(self) -> None:
+        if not self.closing:  # a key pressed twice quickly closes it once
+            self.closing = True
+            self.dismiss()
 
     def action_scroll(self, way: str) -> None:
         box = self.query_one("#box", VerticalScroll)
@@ -169,15 +207,21 @@ class SearchBox(ModalScreen[str | None]):
     def __init__(self, query: str) -> None:
         super().__init__()
         self.query_text = query
+        self.closing = False
 
     def compose(self) -> ComposeResult:
         yield Input(value=self.query_text, placeholder="search the flow", id="search")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
+        self.close(event.value)
 
     def action_clear(self) -> None:
-        self.dismiss("")
+        self.close("")
+
+    def close(self, query: str) -> None:
+        if not self.closing:  # Enter pressed twice quickly searches once
+            self.closing = True
+            self.dismiss(query)
 
 
 class Top(App):
@@ -331,9 +375,13 @@ class Top(App):
     # -- keys -------------------------------------------------------------------------
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "rooms" and event.row_key.value != self.room:
-            self.room = event.row_key.value
-            self.run_worker(self.draw_panes, group="panes", exclusive=True)
+        pane = event.data_table
+        if pane.id == "rooms" and isinstance(pane, Pane) and pane.moved:
+            pane.moved = False  # the room the operator moved to opens
+            room = pane.key_at_cursor()
+            if room is not None and room != self.room:
+                self.room = room
+                self.run_worker(self.draw_panes, group="panes", exclusive=True)
         elif event.data_table.id == "flow":
             self.flow.border_subtitle = "following" if self.flow.following() else "End follows"
 
