@@ -72,11 +72,10 @@ async def test_the_three_panes_show_the_rooms_the_busiest_rooms_seats_and_the_fl
         assert ["ops", "0", "0", "0"] in rooms
         assert app.room == "team"  # the busiest, not the empty default room
         seats = {row[0]: row for row in rows(app.query_one("#seats", Pane))}
-        assert seats[WEB_SEAT][1:4] == ["live", "reading", ""]
-        assert seats[WEB_SEAT][5] == "the login form [apply]"
+        assert seats[WEB_SEAT][1:5] == ["live", "reading", "the login form [apply]", ""]
         assert seats[API_SEAT][1:3] == ["live", "behind 2 (2 waking)"]
         assert seats[DOCS_SEAT][1:3] == ["?", "? 2"]  # unknown is `?`, never absent
-        assert seats[DOCS_SEAT][3].startswith("until ")  # quiet for an hour
+        assert seats[DOCS_SEAT][4].startswith("until ")  # quiet for an hour
         assert seats[OLD_SEAT][1:3] == ["gone", "gone"]
         assert list(seats) == [API_SEAT, WEB_SEAT, DOCS_SEAT, OLD_SEAT]  # live, ?, gone
         first, second = flow_texts(app)
@@ -113,7 +112,7 @@ async def test_a_new_entry_appears_at_the_end_of_the_flow_and_the_rooms_and_seat
         seats = app.query_one("#seats", Pane)
         await until(pilot, lambda: any(r[0] == "ops#0b5e7f10" for r in rows(seats)))
         ops_row = next(r for r in rows(seats) if r[0] == "ops#0b5e7f10")
-        assert ops_row[1] == "live" and ops_row[3].startswith("until ")
+        assert ops_row[1] == "live" and ops_row[4].startswith("until ")
 
 
 # ---------------------------------------------------------------- the keys
@@ -349,8 +348,8 @@ def test_a_seats_claims_are_shown_where_its_agents_line_has_them(monkeypatch):
     monkeypatch.setattr(wire, "seat_line", with_claims)
     shot = view.snapshot(None)
     cells = {s.name: view.seat_cells(s, shot.claims.get(s.seat_id, [])) for s in shot.panes.seats}
-    assert cells[API_SEAT][4] == "src/login.py, deploy:staging"
-    assert cells[WEB_SEAT][4] == ""
+    assert cells[API_SEAT][5] == "src/login.py, deploy:staging"
+    assert cells[WEB_SEAT][5] == ""
 
 
 @db
@@ -362,7 +361,7 @@ def test_a_seat_behind_past_the_cap_reads_1000_plus_and_quiet_without_end_reads_
     assert view.reading_text(capped) == "behind 1,000+ (3 waking)"
     docs = rows_[DOCS_SEAT]
     forever = type(docs)(**{**docs.__dict__, "quiet_until": None})
-    assert view.seat_cells(forever, [])[3] == "quiet"
+    assert view.seat_cells(forever, [])[4] == "quiet"
 
 
 @db

@@ -105,7 +105,7 @@ def room_cells(row: live.RoomRow) -> tuple[str, ...]:
     return (cell(row.name, 40), str(row.entries), str(row.seats), str(row.live))
 
 
-SEAT_COLUMNS = ("seat", "live", "reading", "quiet", "claims", "focus")
+SEAT_COLUMNS = ("seat", "live", "reading", "focus", "quiet", "claims")
 LIVENESS_MARK = {rules.LIVE: "live", rules.UNKNOWN: "?", rules.GONE: "gone"}
 
 
@@ -124,9 +124,9 @@ def seat_cells(row: live.SeatRow, claims: list[str]) -> tuple[str, ...]:
         cell(row.name, 60),
         LIVENESS_MARK.get(row.liveness, cell(row.liveness)),
         reading_text(row),
+        cell(focus, 40),
         quiet,
         cell(", ".join(claims), 80),
-        cell(focus, 80),
     )
 
 
