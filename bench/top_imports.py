@@ -127,9 +127,8 @@ def main() -> None:
                     stdin = hook_json(kind, cwd) if kind else ""
                     run = profile(argv, environment(repo, data), cwd, stdin)
                     results.setdefault((label, name), []).append(run)
-        print(
-            f"| command | checkout | modules | import µs (median of {args.runs}) | textual or rich |"
-        )
+        runs = f"median of {args.runs}"
+        print(f"| command | checkout | modules | import µs ({runs}) | textual, rich |")
         print("|---|---|---:|---:|---|")
         for (label, name), runs in results.items():
             modules = statistics.median(r[0] for r in runs)
