@@ -279,7 +279,8 @@ class Top(App):
         self.title_flow()
         self.flow.focus()
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self.action_interrupt)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # from outside: `kill`
+            loop.add_signal_handler(signum, self.action_interrupt)
         # Listen first, then read where the rooms are: nothing falls in between.
         self.listener = bell.Listener(None, stored=self.rung.set)
         self.listener.start()
@@ -287,20 +288,23 @@ class Top(App):
 
     async def on_unmount(self) -> None:
         with contextlib.suppress(RuntimeError, ValueError):
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                asyncio.get_running_loop().remove_signal_handler(signum)
         if self.listener is not None:
             await self.listener.stop()
 
     # -- reading the store ----------------------------------------------------------
 
     async def watch(self) -> None:
-        at = await in_thread(live.positions)
-        first = await in_thread(live.recent, at, limit=view.BACKLOG)
-        self.add_entries([item.data for item in first])
-        await self.draw_panes()
         clock = asyncio.get_running_loop().time
+        at: live.Positions | None = None
         while True:
+            self.rung.clear()  # a ring from here on makes the next wait end at once
             try:
+                if at is None:  # the first look: where the rooms are, and the recent past
+                    at = await in_thread(live.positions)
+                    first = await in_thread(live.recent, at, limit=view.BACKLOG)
+                    self.add_entries([item.data for item in first])
                 items = await in_thread(live.after, at)
                 for item in items:
                     at[item.room_id] = item.seq
@@ -310,17 +314,25 @@ class Top(App):
                 if self.panes_at is None or clock() - self.panes_at >= PANES_GAP_SECONDS:
                     await self.draw_panes()
             except DatabaseError as exc:  # a restarted database: reconnect, look again
-                self.notify(f"database error ({one_line(exc)[:200]}); retrying", severity="error")
-                await in_thread(connection.close)
-                await asyncio.sleep(1)
+                await self.database_error(exc)
                 continue
             await bell.rung_within(self.rung, PANES_SECONDS)
-            self.rung.clear()
+
+    async def database_error(self, exc: DatabaseError) -> None:
+        self.notify(f"database error ({one_line(exc)[:200]}); retrying", severity="error")
+        await in_thread(connection.close)
+        await asyncio.sleep(1)
 
     async def draw_panes(self) -> None:
         shot = await in_thread(view.snapshot, self.room)
         self.panes_at = asyncio.get_running_loop().time()
         self.show_panes(shot)
+
+    async def open_room(self) -> None:
+        try:
+            await self.draw_panes()
+        except DatabaseError as exc:  # the watch draws them again once it reconnects
+            await self.database_error(exc)
 
     def show_panes(self, shot: view.Snapshot) -> None:
         panes = shot.panes
@@ -381,7 +393,7 @@ class Top(App):
             room = pane.key_at_cursor()
             if room is not None and room != self.room:
                 self.room = room
-                self.run_worker(self.draw_panes, group="panes", exclusive=True)
+                self.run_worker(self.open_room, group="panes", exclusive=True)
         elif event.data_table.id == "flow":
             self.flow.border_subtitle = "following" if self.flow.following() else "End follows"
 
@@ -412,6 +424,10 @@ class Top(App):
             self.run_worker(partial(self._open, shown), group="open", exclusive=True)
 
     async def _open(self, shown: dict) -> None:
-        text = await in_thread(view.in_full, shown)
+        try:
+            text = await in_thread(view.in_full, shown)
+        except DatabaseError as exc:
+            await self.database_error(exc)
+            return
         title = f"{view.cell(shown['type'])} in {view.cell(shown['room'])} #{shown['seq']}"
         self.push_screen(TextScreen(title, text))
