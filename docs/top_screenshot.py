@@ -4,7 +4,7 @@ team (the seats of tests/live_kit.py) and a few entries.
 
     python docs/top_screenshot.py
 
-It writes only the new store in a temporary directory and the SVG.
+It writes the SVG and the PNG; its store lives in a temporary directory, removed after.
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ def main() -> None:
         seat=api, room="team", type="ANSWER", to=["web-app"], text="I own it; fix is in review."
     )
     services.entries.send_entry(seat=web, room="team", type="FACT", text="Login form ships today.")
-    asyncio.run(shoot())
+    try:
+        asyncio.run(shoot())
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 async def shoot() -> None:

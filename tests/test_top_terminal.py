@@ -70,7 +70,11 @@ class Terminal:
             "-c", str(cwd), line,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        self.wait_for(SHOWN)
+        try:
+            self.wait_for(SHOWN)
+        except AssertionError:
+            self.stop()
+            raise
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
