@@ -22,10 +22,7 @@ from tests.claude_kit import WEB_SESSION, hook, send, web
 from tests.live_kit import seed
 from tests.support import REPO, Daemon, drop_store, dump_store, migrate, run_salon, salon_env
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
-]
+pytestmark = pytest.mark.slow
 
 PROMPT = "ready$ "
 SHOWN = PROMPT.strip()  # capture-pane leaves out trailing spaces
@@ -115,6 +112,8 @@ class Terminal:
 
 @pytest.fixture
 def terminal(store, tmp_path):
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux")
     shell = Terminal(store, tmp_path)
     yield shell
     shell.stop()
