@@ -6,8 +6,10 @@ the terminal library."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -218,6 +220,18 @@ def test_top_sees_what_a_running_daemon_stores_within_a_second(store, terminal, 
 def test_ctrl_c_ends_top_with_130_and_the_terminal_restored(store, terminal):
     start_top(terminal)
     terminal.keys("C-c")
+    shell = after_exit(terminal)
+    assert "exit=130" in shell and "modes-restored" in shell
+    assert terminal.modes() == RESTORED
+
+
+def test_a_sigterm_from_outside_ends_top_as_ctrl_c_does(store, terminal):
+    start_top(terminal)
+    shell_pid = terminal.tmux("display-message", "-p", "-t", "top", "#{pane_pid}").stdout
+    (top_pid,) = subprocess.run(
+        ["pgrep", "-P", shell_pid.strip()], capture_output=True, text=True, timeout=10
+    ).stdout.split()
+    os.kill(int(top_pid), signal.SIGTERM)
     shell = after_exit(terminal)
     assert "exit=130" in shell and "modes-restored" in shell
     assert terminal.modes() == RESTORED
