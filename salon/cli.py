@@ -50,6 +50,7 @@ COMMANDS = {
     },
     "the store and the daemon": {
         "watch": "print each new entry as it is stored, with whom it wakes",
+        "top": "the operator's full-screen view: rooms, seats and the live flow",
         "serve": "run the daemon (MCP endpoint, webhook, admin)",
         "where": "which store, secret and data directory, and whether a server runs",
         "backup": "a consistent copy of the store, with its secret",
