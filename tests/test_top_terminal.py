@@ -22,7 +22,16 @@ import pytest
 
 from tests.claude_kit import WEB_SESSION, hook, send, web
 from tests.live_kit import seed
-from tests.support import REPO, Daemon, drop_store, dump_store, migrate, run_salon, salon_env
+from tests.support import (
+    REPO,
+    Daemon,
+    drop_store,
+    dump_store,
+    migrate,
+    run_salon,
+    salon_env,
+    stretched,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -165,13 +174,6 @@ def gone(terminal: Terminal, text: str, seconds: float = 30) -> None:
         time.sleep(0.02)
 
 
-def a_second() -> float:
-    """One second, stretched by the machine's load per core when above 1, as every
-    deadline of the suite is: on a busy machine the view gets the CPU late, and a test is
-    no claim on speed (bench/ measures that)."""
-    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
-
-
 def seen_within(terminal: Terminal, text: str, seconds: float) -> float:
     start = time.monotonic()
     terminal.wait_for(text, 30)
@@ -195,7 +197,7 @@ def test_top_at_80x24_shows_a_new_entry_within_a_second_and_q_exits_0_restoring_
     took = seen_within(terminal, f"{word} is the deploy done?", 30)
     screen = terminal.screen()
     assert "team QUESTION web-app#3f9c1a20 → api-service  wakes api-service#c4e1" in screen
-    assert took < a_second(), f"on screen {took:.2f}s after `salon send` returned"
+    assert took < stretched(1.0), f"on screen {took:.2f}s after `salon send` returned"
 
     terminal.keys("q")
     shell = after_exit(terminal)
@@ -216,7 +218,7 @@ def test_top_sees_what_a_running_daemon_stores_within_a_second(store, terminal, 
             timeout=10,
         )
         assert posted.status_code == 202, posted.text
-        assert seen_within(terminal, f"{word} build is red", 30) < a_second()
+        assert seen_within(terminal, f"{word} build is red", 30) < stretched(1.0)
         assert "team FACT ci → *" in terminal.screen()
         terminal.keys("q")
         assert "exit=0" in after_exit(terminal)
