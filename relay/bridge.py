@@ -167,6 +167,8 @@ class RoomLink:
             except client.RelayError as exc:
                 if exc.status == 429:
                     return await self._rate_limited(exc)
+                if exc.status == 507:
+                    return await self._room_full(exc, len(batch))
                 too_big = exc.status == 413 and exc.extra.get("id")
                 if not too_big:
                     raise
@@ -206,6 +208,20 @@ class RoomLink:
             return 0.0
         return max(pause, 1.0)
 
+    async def _room_full(self, exc: client.RelayError, sent: int) -> float:
+        """A 507: shown as the room's error; what still fits goes at once, else the
+        bridge waits for the relay's retention to free space."""
+        await self._note_error("push", exc)
+        entries, size = exc.extra.get("entriesLeft"), exc.extra.get("bytesLeft")
+        if _whole(entries) and 0 < entries < sent:
+            self.batch_limit = entries
+            return 0.0
+        if _whole(entries) and entries > 0 and _whole(size) and size > 0 and sent > 1:
+            self.batch_limit = max(1, sent // 2)  # over the bytes: smaller batches
+            return 0.0
+        self.batch_limit = 1 if sent == 1 else max(1, sent // 2)
+        return FULL_ROOM_SECONDS
+
     async def push_roster(self) -> None:
         """Send who is in the room here, when that changed (looked at every few seconds),
         or after an error (a push that shows the relay takes pushes again)."""
@@ -224,9 +240,9 @@ class RoomLink:
         try:
             await client.push(self.bridge.http, self.relay, self.room, self.secrets.token, [sealed])
         except client.RelayError as exc:
-            if exc.status != 429:
+            if exc.status not in (429, 507):
                 raise
-            await self._rate_limited(exc)
+            await self._note_error("push", exc)
             return
         await on_database_thread(state.mark_roster, self.bridged_id, digest)
         self.unproven = False
@@ -326,8 +342,6 @@ class RoomLink:
         pause = (getattr(exc, "extra", None) or {}).get("retryAfter")
         # The relay's word, within reason: a rate window is a minute.
         pause = min(float(pause), MAX_RETRY_AFTER) if type(pause) in (int, float) else 0.0
-        if getattr(exc, "status", None) == 507:
-            pause = max(pause, FULL_ROOM_SECONDS)
         backoff = min(MAX_BACKOFF_SECONDS, backoff * 2 if backoff else 0.2)
         await self.bridge.sleep(max(backoff, pause))
         return backoff

@@ -282,12 +282,18 @@ def push(device: RelayDevice, items: object) -> dict:
                 fresh.append(item)
         _take_rate(me, len(fresh), now)
         size = sum(len(item.ciphertext) for item in fresh)
+        # What still fits: a bridge sends that much, or waits for retention to free space.
+        left = {
+            "entriesLeft": max(0, settings.RELAY_ROOM_ENTRIES - room.entries),
+            "bytesLeft": max(0, settings.RELAY_ROOM_BYTES - room.bytes),
+        }
         if room.entries + len(fresh) > settings.RELAY_ROOM_ENTRIES:
             raise Refusal(
                 507,
                 f"room {room.name!r} holds {room.entries} entries, and its ceiling is "
                 f"{settings.RELAY_ROOM_ENTRIES} (AGENT_SALON_RELAY_ROOM_ENTRIES): space "
                 f"frees as entries older than {settings.RELAY_RETENTION_HOURS} h are dropped",
+                **left,
             )
         if room.bytes + size > settings.RELAY_ROOM_BYTES:
             raise Refusal(
@@ -295,6 +301,7 @@ def push(device: RelayDevice, items: object) -> dict:
                 f"room {room.name!r} holds {room.bytes} bytes, and its ceiling is "
                 f"{settings.RELAY_ROOM_BYTES} (AGENT_SALON_RELAY_ROOM_BYTES): space "
                 f"frees as entries older than {settings.RELAY_RETENTION_HOURS} h are dropped",
+                **left,
             )
         seq = room.last_seq
         rows = []
@@ -454,11 +461,12 @@ _last_purge = [0.0]
 def purge(now: datetime | None = None, *, force: bool = False) -> int:
     """Drop envelopes older than the retention (at most once a minute per process, in
     batches); returns how many went."""
-    clock = time.monotonic()
-    if not force and clock - _last_purge[0] < PURGE_EVERY_SECONDS:
+    now = now or _now()
+    clock = now.timestamp()  # the relay's clock
+    if not force and 0 <= clock - _last_purge[0] < PURGE_EVERY_SECONDS:
         return 0
     _last_purge[0] = clock
-    cutoff = (now or _now()) - timedelta(hours=settings.RELAY_RETENTION_HOURS)
+    cutoff = now - timedelta(hours=settings.RELAY_RETENTION_HOURS)
     dropped = 0
     while True:
         with transaction.atomic():

@@ -205,7 +205,7 @@ def roster_due(bridged_id: int, force: bool = False) -> tuple[list[tuple[str, st
     ]
     digest = hashlib.sha256(repr(seats).encode()).hexdigest()
     stale = bridged.roster_at is None or at - bridged.roster_at >= ROSTER_REFRESH
-    live = any(liveness == rules.LIVE for _, liveness in seats)
+    live = any(seat[1] == rules.LIVE for seat in seats)
     if force or digest != bridged.roster_digest or (stale and live):
         return seats, digest
     return None

@@ -10,6 +10,7 @@ backlog that takes over four hours of rate windows is carried in seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -78,16 +79,23 @@ class ToTheRelay(httpx.AsyncBaseTransport):
         )
 
 
-@pytest.fixture
-def relay_clock():
+@contextlib.contextmanager
+def simulated_relay_clock():
+    """Relay mode at 40 entries a minute, on a clock of its own."""
     clock = SimulatedClock()
-    server._last_purge[0] = time.monotonic()  # retention is not what this is about
+    server._last_purge[0] = 0.0  # retention is due at once (nothing is old enough here)
     with override_settings(RELAY_SECRET=SECRET, RELAY_RATE=40, RELAY_ROOM_ENTRIES=100_000):
         server.clock = clock
         try:
             yield clock
         finally:
             server.clock = server.timezone.now
+
+
+@pytest.fixture
+def relay_clock():
+    with simulated_relay_clock() as clock:
+        yield clock
 
 
 def join(device: str) -> str:
