@@ -173,7 +173,7 @@ async def revoke(request):
     def work():
         data = _json_body(request, ("pass",))
         claim = server.check_pass(str(data["pass"]), kind="revoke")
-        return JsonResponse(server.revoke(claim.device))
+        return JsonResponse(server.revoke(claim.device, claim.issued))
 
     return await _answer(work)
 

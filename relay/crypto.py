@@ -109,7 +109,9 @@ class Claim:
     expires: int  # Unix time
     room: str = ""
     device: str = ""
-    issued: int = 0  # Unix time it was made (0: a claim of before this was kept)
+    # When it was made, in milliseconds of the operator's clock (0: a claim made before
+    # this was kept). A revoke pass's is compared with an invite's: one clock, no skew.
+    issued: int = 0
 
 
 def sign_claim(secret: str, claim: Claim) -> str:
@@ -122,7 +124,7 @@ def sign_claim(secret: str, claim: Claim) -> str:
 
 
 def make_claim(secret: str, *, kind: str, ttl: int, now: float, room="", device="") -> str:
-    claim = Claim(kind, secrets.token_hex(16), int(now) + ttl, room, device, int(now))
+    claim = Claim(kind, secrets.token_hex(16), int(now) + ttl, room, device, int(now * 1000))
     return sign_claim(secret, claim)
 
 

@@ -101,7 +101,7 @@ def redeem(invite: str) -> dict:
         .aggregate(at=Max("revoked_at"))
         .get("at")
     )
-    if revoked is not None and claim.issued <= revoked.timestamp():
+    if revoked is not None and claim.issued <= revoked.timestamp() * 1000:
         raise Refusal(
             403,
             f"invite refused: device {claim.device!r} was revoked at {_iso(revoked)}, after "
@@ -187,14 +187,15 @@ def check_pass(text: str, kind: str = "status") -> crypto.Claim:
         raise Refusal(403, f"{kind} pass refused: {exc}") from None
 
 
-def revoke(device: str) -> dict:
-    """End every token of `device` (in every room), and every invite for it made until
-    now. Its envelopes stay (the other devices may not have read them yet)."""
+def revoke(device: str, issued_ms: int = 0) -> dict:
+    """End every token of `device` (in every room), and every invite for it made before
+    the revoke pass (`issued_ms`: the operator's clock, which also dates the invites).
+    Its envelopes stay (the other devices may not have read them yet)."""
     try:
         check_device_name(device)
     except rules.RuleError as exc:
         raise Refusal(422, str(exc), field="device") from None
-    now = _now()
+    now = datetime.fromtimestamp(issued_ms / 1000, UTC) if issued_ms > 0 else _now()
     rooms = sorted(RelayDevice.objects.filter(name=device).values_list("room__name", flat=True))
     if not rooms:
         raise Refusal(

@@ -134,7 +134,7 @@ class Command(SalonCommand):
                 self.stdout.write(f"  {line}")
             self.stdout.write(f"  relay API    : {base}/relay/v1/")
             self.stdout.write(f"  health       : {base}/healthz")
-            self.stdout.write("  (nothing else is served here: no MCP, webhook or admin)")
+            self.stdout.write("  nothing else is served on this address")
             self.stdout.write("Press Ctrl-C to stop.")
             self.stdout.flush()
             return
