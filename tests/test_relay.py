@@ -543,7 +543,7 @@ def test_a_relay_restart_and_a_bridge_restart_during_traffic_lose_and_duplicate_
 
 
 def test_salon_relay_sync_pushes_and_pulls_once_then_exits(salons):
-    c = salons.machine("c")
+    c = salons.machine("cron")
     try:
         joined = c.salon(
             "join", salons.a.salon("invite", "team", "--for", "machineC").stdout.strip()
@@ -575,7 +575,7 @@ def test_salon_relay_sync_pushes_and_pulls_once_then_exits(salons):
 
 
 def test_a_new_invite_for_a_device_ends_its_old_token(salons):
-    d = salons.machine("d")
+    d = salons.machine("reinvited")
     try:
         first = salons.a.salon("invite", "team", "--for", "machineD").stdout.strip()
         assert d.salon("join", first).returncode == 0
@@ -595,7 +595,7 @@ def test_a_new_invite_for_a_device_ends_its_old_token(salons):
 
 
 def test_revoking_one_device_ends_its_tokens_and_older_invites_and_spares_the_others(salons):
-    f = salons.machine("f")
+    f = salons.machine("revoked")
     try:
         joined = f.salon(
             "join", salons.a.salon("invite", "team", "--for", "machineF").stdout.strip()
