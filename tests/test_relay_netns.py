@@ -354,10 +354,24 @@ def test_across_the_wire_a_remote_seat_is_left_to_its_own_machine(across):
         "bench" in name for name in broadcast["wakes"] + broadcast.get("decidedThere", [])
     )
 
-    # A's stats count none of B's wake-ups as untold: no false alarm.
+    # A's stats count none of B's seats' wake-ups as untold (no false alarm); only A's own.
+    remote = "seat_name LIKE '%@%'"
+    untold = "woken AND listener = 'none' AND told_at IS NULL"
+    [[decided_there]] = query_store(
+        across.envs["a"], f"SELECT COUNT(*) FROM bus_wakedecision WHERE woken AND {remote}"
+    )
+    assert decided_there >= 2  # the question and the fact, decided for B's seat
+    [[own]] = query_store(
+        across.envs["a"],
+        f"SELECT COUNT(*) FROM bus_wakedecision WHERE {untold} AND NOT {remote}",
+    )
     stats = json.loads(across.on_a("stats", "--json").stdout)
-    assert stats["totals"]["wakeUps"]["reachedNoSession"] == 0
-    assert "REACHED NO SESSION" not in across.on_a("stats").stdout
+    assert stats["totals"]["wakeUps"]["reachedNoSession"] == own
+    per_seat = json.loads(across.on_a("stats", "--seats", "--json").stdout)
+    for room in per_seat["rooms"]:
+        for seat in room["seats"]:
+            if "@" in seat["seat"]:
+                assert seat["wakeUps"]["decided"] == 0, seat
 
 
 def test_across_the_wire_a_rate_below_a_batch_paces_the_bridge_and_never_wedges_it(across):
