@@ -354,7 +354,13 @@ def test_across_the_wire_a_remote_seat_is_left_to_its_own_machine(across):
         "bench" in name for name in broadcast["wakes"] + broadcast.get("decidedThere", [])
     )
 
-    # A's stats count none of B's seats' wake-ups as untold (no false alarm); only A's own.
+    # A's stats count none of B's seats' wake-ups as untold (no false alarm); only A's own
+    # (B's broadcast woke A's api seat, which nothing listens for: that one is A's).
+    eventually(
+        lambda: query_store(across.envs["a"], "SELECT 1 FROM bus_entry WHERE content = ?",
+                            ("who is here?",)),
+        timeout=60, what="B's broadcast landed on A",
+    )  # fmt: skip
     remote = "seat_name LIKE '%@%'"
     untold = "woken AND listener = 'none' AND told_at IS NULL"
     [[decided_there]] = query_store(
