@@ -23,7 +23,7 @@ from bus.ids import uuid7
 from bus.models import Entry
 from relay import bridge as bridges
 from relay import client, envelope, keys, server, state
-from relay.models import BridgedRoom, RelayEnvelope, RelayRoom
+from relay.models import BridgedRoom, RelayDevice, RelayEnvelope, RelayRoom
 from tests.factories import make_room
 from tests.test_relay_pacing import (
     KEY,
@@ -171,3 +171,24 @@ def test_a_machine_away_longer_than_the_retention_counts_what_it_missed(relay_cl
         ("web@desktop#b2b2b2b2", "late 0"),
         ("web@desktop#b2b2b2b2", "late 1"),
     ]
+
+
+@override_settings(RELAY_DEVICE_TTL_DAYS=2)
+def test_a_device_token_lasts_the_configured_days_and_then_is_refused(relay_clock):
+    token = join("laptop")
+
+    assert RelayDevice.objects.get().expires_at == START + timedelta(days=2)
+    assert server.authenticate(token, "team").name == "laptop"
+    relay_clock.now += timedelta(days=2, seconds=1)
+    with pytest.raises(server.Refusal) as refused:
+        server.authenticate(token, "team")
+    assert refused.value.status == 401 and "expired" in refused.value.message
+
+
+def test_the_device_token_lifetime_is_a_setting_like_the_others():
+    from salon import config
+
+    assert config.read({}).relay_device_ttl_days == 365
+    assert config.read({"AGENT_SALON_RELAY_DEVICE_TTL_DAYS": "30"}).relay_device_ttl_days == 30
+    with pytest.raises(config.ConfigError, match="AGENT_SALON_RELAY_DEVICE_TTL_DAYS"):
+        config.read({"AGENT_SALON_RELAY_DEVICE_TTL_DAYS": "0"})
