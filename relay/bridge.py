@@ -434,12 +434,12 @@ def _whole(value) -> bool:
     return type(value) is int and value >= 0
 
 
-async def sync_once(*, keys_path: Path | None = None) -> dict:
+async def sync_once(*, keys_path: Path | None = None, http=None) -> dict:
     """`salon relay sync`: every bridged room pushed and pulled once (KeysError when the
-    keys file cannot be read)."""
+    keys file cannot be read). `http`: the client to speak to the relay with (its own)."""
     found = keys.load(keys_path)
     bridge = Bridge(keys_path=keys_path)
-    bridge.http = client.async_client()
+    bridge.http = http or client.async_client()
     rooms = []
     try:
         for room, secrets in sorted(found.rooms.items()):

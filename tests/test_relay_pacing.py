@@ -222,3 +222,31 @@ def test_a_push_answer_says_what_is_left_of_the_window(relay_clock):
     assert refused.value.status == 429
     assert (refused.value.extra["rateLeft"], refused.value.extra["retryAfter"]) == (10, 61)
     assert "10 fit now" in refused.value.message
+
+
+def test_salon_relay_sync_sends_what_the_window_takes_and_says_what_still_waits(
+    relay_clock, tmp_path
+):
+    room = make_room("team")
+    state.bridge_room(room, relay=RELAY, device="laptop")
+    path = tmp_path / "relay-keys.json"
+    team = keys.RoomKeys(key=KEY, token=join("laptop"))
+    keys.save(keys.Keys(relay=RELAY, device="laptop", rooms={"team": team}), path)
+    written = write_backlog(room, 100)
+
+    def sync() -> dict:
+        http = httpx.AsyncClient(transport=ToTheRelay())
+        [result] = async_to_sync(bridges.sync_once)(keys_path=path, http=http)["rooms"]
+        return result
+
+    first = sync()
+    # 100 is over the window: 40 go, 60 wait (`salon relay sync` exits 3), nothing failed
+    assert (first["pushed"], first["bridge"]["waiting"], first["error"]) == (40, 60, None)
+    assert first["bridge"]["error"] is None  # the 429 was followed by a push and a pull
+    relay_clock.now += timedelta(minutes=1, seconds=1)
+    second = sync()
+    assert (second["pushed"], second["bridge"]["waiting"]) == (40, 20)
+    relay_clock.now += timedelta(minutes=1, seconds=1)
+    assert sync()["bridge"]["waiting"] == 0
+    stored = RelayEnvelope.objects.exclude(sender__startswith="@").order_by("seq")
+    assert [str(i) for i in stored.values_list("entry_id", flat=True)] == written
