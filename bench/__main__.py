@@ -44,6 +44,7 @@ SCENARIOS = {
     "cli_hooks": ("bench.cli_hooks", [], 900),
     "admin": ("bench.admin_page", [], 1800),
     "relay": ("bench.relay", [], 900),
+    "relay_netns": ("bench.relay_netns", [], 900),
     "side_by_side": ("bench.side_by_side", [], 2400),
     "workers": ("bench.workers", [], 600),
 }

@@ -49,6 +49,8 @@ Where the numbers come from (the recording is in bus.services)
   next session starts and lists it, is told, so it does not count. A wake-up with a
   listener that was never told (still pending) counts as "not told", not as reached no
   session.
+* A seat of another machine (the relay) is told by its own machine: its wake-ups are
+  not counted here at all (its decisions are, as decisions).
 * Reading: a counter row per (room, seat, hour) bumped by inbox/peek when they hand
   out entries (ReadCount), so a window's first hour is counted whole.
 * The ledger keeps AGENT_SALON_STATS_DAYS days (default 30); `salon prune` deletes older
@@ -88,7 +90,10 @@ TOLD_BY = {
     "toldAtStart": ("start",),
     "toldByReading": ("inbox",),
 }
-NO_SESSION = Q(woken=True, listener=WakeDecision.LISTENER_NONE) & ~TOLD
+# A seat of another machine (`agent@device#sid8`, a name only the relay writes) is told
+# by its own machine: its wake-ups here are decided there, never counted as untold.
+LOCAL = ~Q(seat_name__contains="@")
+NO_SESSION = Q(woken=True, listener=WakeDecision.LISTENER_NONE) & ~TOLD & LOCAL
 # The letterbox and the safety net (bus.services.triage): what each changed,
 # and the letterbox judgements that failed (so woke, as the rule had said).
 TRIAGE = {
@@ -273,16 +278,18 @@ class _Tallies:
         """Who was woken, who was told and how, what triage made of it."""
         group = ["room_id", "reason", "woken"] + (["seat_name"] if self.seats else [])
         told_by = {
-            key: Count("id", filter=Q(told_by__in=tellers)) for key, tellers in TOLD_BY.items()
+            key: Count("id", filter=Q(told_by__in=tellers) & LOCAL)
+            for key, tellers in TOLD_BY.items()
         }
         rows = (
             self.window.of(WakeDecision.objects, "decided_at")
             .values(*group)
             .annotate(
                 n=Count("id"),
-                pushed=Count("id", filter=Q(pushed_at__isnull=False)),
+                local=Count("id", filter=LOCAL),
+                pushed=Count("id", filter=Q(pushed_at__isnull=False) & LOCAL),
                 **told_by,
-                told=Count("id", filter=TOLD),
+                told=Count("id", filter=TOLD & LOCAL),
                 no_session=Count("id", filter=NO_SESSION),
                 **{key: Count("id", filter=q) for key, q in TRIAGE.items()},
             )
@@ -358,12 +365,12 @@ class _Tallies:
 
 
 def _count_wake_up(wake: dict, row: dict) -> None:
-    wake["decided"] += row["n"]
+    wake["decided"] += row["local"]
     wake["told"] += row["told"]
     wake["pushed"] += row["pushed"]
     for key in TOLD_BY:
         wake[key] += row[key]
-    wake["notTold"] += row["n"] - row["told"]
+    wake["notTold"] += row["local"] - row["told"]
     wake["reachedNoSession"] += row["no_session"]
 
 
@@ -497,6 +504,6 @@ def timeline(*, rooms: Sequence[str] = (), since: timedelta | str = DEFAULT_SINC
         "step": step,
         "buckets": buckets,
         "entries": per_room(Entry.objects, "ts"),
-        "wakeUps": per_room(WakeDecision.objects.filter(woken=True), "decided_at"),
+        "wakeUps": per_room(WakeDecision.objects.filter(Q(woken=True) & LOCAL), "decided_at"),
         "reachedNoSession": no_session,
     }

@@ -107,9 +107,13 @@ def agents(lines: list[dict], at: datetime) -> dict:
     return {"schema": AGENTS_SCHEMA, "generatedAt": iso(at), "agents": lines}
 
 
-def send_report(row: Entry, sender: Seat, wakes: list[str], notices: list[str]) -> dict:
-    """What `send` answers: who it wakes and the notices."""
-    return {
+def send_report(
+    row: Entry, sender: Seat, wakes: list[str], notices: list[str], there: list[str] = ()
+) -> dict:
+    """What `send` answers: who it wakes here, the seats of other machines it is for
+    (`decidedThere`, only when there are some: their own machine decides whether it
+    wakes them), and the notices."""
+    report = {
         "id": str(row.id),
         "ts": iso(row.ts),
         "room": row.room.name,
@@ -119,6 +123,9 @@ def send_report(row: Entry, sender: Seat, wakes: list[str], notices: list[str]) 
         "wakes": wakes,
         "notice": notices,
     }
+    if there:
+        report["decidedThere"] = list(there)
+    return report
 
 
 def live_entry(row: Entry, wakes: list[str], quieted: list[str], waiting: list[str]) -> dict:

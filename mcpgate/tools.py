@@ -153,9 +153,10 @@ TOOLS: dict[str, Tool] = {
             "send",
             "Write an entry into a room: ask, answer, report or request. The server fills in "
             "who you are and the time. Returns the entry's id, `wakes` (the seats it "
-            "interrupts) and `notice` (worth reading: nobody woken, an addressee away or "
-            "quiet). Only an addressed entry, a reply, or a broadcast QUESTION or REQUEST "
-            "wakes anyone.",
+            "interrupts here), `decidedThere` (seats on other machines: their own machine "
+            "decides whether it wakes them) and `notice` (worth reading: nobody woken, an "
+            "addressee away or quiet). Only an addressed entry, a reply, or a broadcast "
+            "QUESTION or REQUEST wakes anyone.",
             _schema(
                 {
                     "text": {

@@ -3,6 +3,7 @@
     GET  /relay/v1/                        who answers: {"relay": "agent-salon", "version": 1}
     POST /relay/v1/join                    {"invite"} → a device token for the invite's room
     POST /relay/v1/status                  {"pass"} (signed by the operator) → every room
+    POST /relay/v1/revoke                  {"pass"} (signed by the operator, naming a device)
     GET  /relay/v1/rooms/ROOM              the room as the relay sees it (device token)
     POST /relay/v1/rooms/ROOM/entries      {"entries": [envelope, …]} (device token)
     GET  /relay/v1/rooms/ROOM/entries?after=SEQ&wait=S   long poll (wait ≤ 30 s)
@@ -160,6 +161,19 @@ async def status(request):
         data = _json_body(request, ("pass",))
         server.check_pass(str(data["pass"]))
         return JsonResponse(server.relay_view())
+
+    return await _answer(work)
+
+
+@csrf_exempt
+async def revoke(request):
+    if (wrong := _method(request, "POST")) is not None:
+        return wrong
+
+    def work():
+        data = _json_body(request, ("pass",))
+        claim = server.check_pass(str(data["pass"]), kind="revoke")
+        return JsonResponse(server.revoke(claim.device, claim.issued))
 
     return await _answer(work)
 

@@ -20,7 +20,18 @@ runs. Per bridged room, one RoomLink:
 Which rooms: those the keys file (relay.keys) names and this store has; the file is
 looked at every RELOAD_SECONDS, so a `salon join` is picked up by a running daemon.
 Failures are retried with a growing pause (at most MAX_BACKOFF_SECONDS) and shown in
-`salon rooms` and `salon relay status` (the room's last error).
+`salon rooms` and `salon relay status` (the room's last error) until a push and a pull
+have both succeeded after them (relay.state); with nothing to push, the roster is sent
+again to prove a push.
+
+The relay's rate (entries a device may push a minute) paces the push, never wedges it:
+every push answer says how much of the window is left (`rateLeft`, `rateResetIn`), and a
+429 how many would fit now and when the window starts again (`Retry-After`). The next
+batch is at most what fits; when nothing fits, the bridge waits for the new window. A
+backlog far larger than one window goes out in windowfuls, in order, each entry once.
+
+`sync_once` is `salon relay sync`: one push of everything waiting and one pull of
+everything there, then it ends.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ RELOAD_SECONDS = 2.0
 LEASE_RENEW_SECONDS = 5.0
 MAX_BACKOFF_SECONDS = 5.0
 MAX_RETRY_AFTER = 300.0
+FULL_ROOM_SECONDS = 30.0  # a 507: space frees only as retention drops entries
 
 
 class RoomLink:
@@ -65,6 +77,11 @@ class RoomLink:
         self.roster_checked = float("-inf")
         self.regained = False  # the lease was (re)gained: the stored cursor is the truth
         self.tasks: list[asyncio.Task] = []
+        # Entries the next push may carry: what is left of the relay's rate window.
+        self.batch_limit = state.PUSH_BATCH
+        self.rate = state.PUSH_BATCH  # the relay's rate a minute, once it said it
+        # An error is shown: the next idle push sends the roster, to prove a push works.
+        self.unproven = False
 
     def start(self) -> None:
         self.tasks = [
@@ -109,7 +126,7 @@ class RoomLink:
         while True:
             await self.leased.wait()
             try:
-                more = await self.push_once()
+                pause = await self.push_once()
                 backoff = 0.0
             except client.RelayError as exc:
                 backoff = await self._failed("push", exc, backoff)
@@ -118,19 +135,24 @@ class RoomLink:
                 log.exception("pushing room %s failed", self.room)
                 backoff = await self._failed("push", exc, backoff)
                 continue
-            if not more:
+            if pause is None:
                 await bell.rung_within(self.kick, PUSH_POLL_SECONDS)
                 self.kick.clear()
+            elif pause > 0:
+                await self.bridge.sleep(pause)
 
-    async def push_once(self) -> bool:
-        """Push the next batch (or, with nothing to push, the roster when it is due);
-        True if there may be more right away."""
-        batch, start, reached = await on_database_thread(state.pending, self.bridged_id)
+    async def push_once(self) -> float | None:
+        """Push the next batch that fits the relay's rate window (or, with nothing to
+        push, the roster when it is due). None: nothing more to push now; 0: more right
+        away; else the seconds until the relay's window lets more in."""
+        batch, start, reached = await on_database_thread(
+            state.pending, self.bridged_id, self.batch_limit
+        )
         if not batch:
             if reached > start:  # only entries that landed from the relay: pass them
                 await on_database_thread(state.mark_pushed, self.bridged_id, reached, 0)
             await self.push_roster()
-            return False
+            return None
         rejected = 0
         while batch:
             sealed = [
@@ -138,11 +160,15 @@ class RoomLink:
                 for entry in batch
             ]
             try:
-                await client.push(
+                answer = await client.push(
                     self.bridge.http, self.relay, self.room, self.secrets.token, sealed
                 )
                 break
             except client.RelayError as exc:
+                if exc.status == 429:
+                    return await self._rate_limited(exc)
+                if exc.status == 507:
+                    return await self._room_full(exc, len(batch))
                 too_big = exc.status == 413 and exc.extra.get("id")
                 if not too_big:
                     raise
@@ -151,16 +177,59 @@ class RoomLink:
                             exc.extra["id"], exc.message)  # fmt: skip
                 batch = [e for e in batch if str(e["id"]) != exc.extra["id"]]
                 rejected += 1
+        else:
+            answer = {}
         await on_database_thread(state.mark_pushed, self.bridged_id, reached, len(batch), rejected)
-        return True
+        self.unproven = False
+        return self._heed_rate(answer)
+
+    def _heed_rate(self, said: dict) -> float:
+        """What the relay said of its rate window: the next batch is what is left of it,
+        and when nothing is left, the pause until the next window."""
+        rate, left, reset = said.get("rate"), said.get("rateLeft"), said.get("rateResetIn")
+        if _whole(rate) and rate > 0:
+            self.rate = min(state.PUSH_BATCH, rate)
+        if not _whole(left):
+            self.batch_limit = self.rate
+            return 0.0
+        if left > 0:
+            self.batch_limit = min(self.rate, left)
+            return 0.0
+        self.batch_limit = self.rate  # a new window takes a whole batch
+        return min(float(reset), MAX_RETRY_AFTER) if _whole(reset) and reset > 0 else 1.0
+
+    async def _rate_limited(self, exc: client.RelayError) -> float:
+        """A 429: shown as the room's error; the next batch is what fits now, or a whole
+        window's worth after the Retry-After the relay gave."""
+        await self._note_error("push", exc)
+        fits = exc.extra.get("rateLeft")
+        pause = self._heed_rate({**exc.extra, "rateResetIn": exc.extra.get("retryAfter")})
+        if _whole(fits) and fits > 0:
+            return 0.0
+        return max(pause, 1.0)
+
+    async def _room_full(self, exc: client.RelayError, sent: int) -> float:
+        """A 507: shown as the room's error; what still fits goes at once, else the
+        bridge waits for the relay's retention to free space."""
+        await self._note_error("push", exc)
+        entries, size = exc.extra.get("entriesLeft"), exc.extra.get("bytesLeft")
+        if _whole(entries) and 0 < entries < sent:
+            self.batch_limit = entries
+            return 0.0
+        if _whole(entries) and entries > 0 and _whole(size) and size > 0 and sent > 1:
+            self.batch_limit = max(1, sent // 2)  # over the bytes: smaller batches
+            return 0.0
+        self.batch_limit = 1 if sent == 1 else max(1, sent // 2)
+        return FULL_ROOM_SECONDS
 
     async def push_roster(self) -> None:
-        """Send who is in the room here, when that changed (looked at every few seconds)."""
+        """Send who is in the room here, when that changed (looked at every few seconds),
+        or after an error (a push that shows the relay takes pushes again)."""
         clock = asyncio.get_running_loop().time()
         if clock < self.roster_checked + ROSTER_CHECK_SECONDS:
             return
         self.roster_checked = clock
-        due = await on_database_thread(state.roster_due, self.bridged_id)
+        due = await on_database_thread(state.roster_due, self.bridged_id, self.unproven)
         if due is None:
             return
         seats, digest = due
@@ -168,8 +237,15 @@ class RoomLink:
             self.secrets.key, device=self.device, room=self.room, id=uuid7(),
             ts=timezone.now(), seats=seats,
         )  # fmt: skip
-        await client.push(self.bridge.http, self.relay, self.room, self.secrets.token, [sealed])
+        try:
+            await client.push(self.bridge.http, self.relay, self.room, self.secrets.token, [sealed])
+        except client.RelayError as exc:
+            if exc.status not in (429, 507):
+                raise
+            await self._note_error("push", exc)
+            return
         await on_database_thread(state.mark_roster, self.bridged_id, digest)
+        self.unproven = False
 
     # -- pull -----------------------------------------------------------------------
 
@@ -204,6 +280,43 @@ class RoomLink:
                 continue
             cursor = await self._land(answer, cursor)
 
+    # -- once (salon relay sync) ----------------------------------------------------
+
+    async def sync(self) -> dict:
+        """Push everything waiting (as far as the rate window lets), the roster with it,
+        then pull everything there; the room's standing before and after."""
+        result = {"room": self.room, "pushed": 0, "landed": 0, "error": None, "held": None}
+        held = await on_database_thread(state.claim_lease, self.bridged_id, self.bridge.holder)
+        if not held:
+            result["held"] = "another bridge of this store carries it (a running daemon)"
+            return result
+        before = await on_database_thread(state.standing, self.bridged_id)
+        self.unproven = True  # the roster goes too: every sync proves a push
+        try:
+            pause = 0.0
+            while pause == 0.0:
+                pause = await self.push_once()
+            cursor = await on_database_thread(state.cursor_of, self.bridged_id)
+            while True:
+                answer = await client.pull(
+                    self.bridge.http, self.relay, self.room, self.secrets.token, cursor, 0
+                )
+                reached = await self._land(answer, cursor)
+                if reached <= cursor:
+                    break
+                cursor = reached
+        except client.RelayError as exc:
+            await self._note_error("sync", exc)
+            result["error"] = exc.message
+        finally:
+            with contextlib.suppress(Exception):
+                await on_database_thread(state.release_lease, self.bridged_id, self.bridge.holder)
+        after = await on_database_thread(state.standing, self.bridged_id)
+        result["pushed"] = after["pushed"] - before["pushed"]
+        result["landed"] = after["landed"] - before["landed"]
+        result["bridge"] = after
+        return result
+
     async def _land(self, answer: dict, cursor: int) -> int:
         next_cursor = int(answer.get("cursor", cursor))
         await on_database_thread(
@@ -218,15 +331,19 @@ class RoomLink:
         )
         return max(next_cursor, cursor)
 
-    async def _failed(self, what: str, exc: Exception, backoff: float) -> float:
+    async def _note_error(self, what: str, exc: Exception) -> None:
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        self.unproven = True
         with contextlib.suppress(Exception):
             await on_database_thread(state.mark_error, self.bridged_id, f"{what}: {message}")
+
+    async def _failed(self, what: str, exc: Exception, backoff: float) -> float:
+        await self._note_error(what, exc)
         pause = (getattr(exc, "extra", None) or {}).get("retryAfter")
         # The relay's word, within reason: a rate window is a minute.
         pause = min(float(pause), MAX_RETRY_AFTER) if type(pause) in (int, float) else 0.0
         backoff = min(MAX_BACKOFF_SECONDS, backoff * 2 if backoff else 0.2)
-        await asyncio.sleep(max(backoff, pause))
+        await self.bridge.sleep(max(backoff, pause))
         return backoff
 
 
@@ -242,6 +359,7 @@ class Bridge:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
         self._stamp: object = "unread"
+        self.sleep = asyncio.sleep  # the pauses of the links (a test's clock has its own)
 
     async def start(self) -> Bridge:
         self.loop = asyncio.get_running_loop()
@@ -310,6 +428,34 @@ class Bridge:
                 log.info("bridging room %s through %s as %s", room, found.relay, found.device)
         if len(wanted) == len(found.rooms):  # else look again: a room may be created yet
             self._stamp = stamp
+
+
+def _whole(value) -> bool:
+    return type(value) is int and value >= 0
+
+
+async def sync_once(*, keys_path: Path | None = None, http=None) -> dict:
+    """`salon relay sync`: every bridged room pushed and pulled once (KeysError when the
+    keys file cannot be read). `http`: the client to speak to the relay with (its own)."""
+    found = keys.load(keys_path)
+    bridge = Bridge(keys_path=keys_path)
+    bridge.http = http or client.async_client()
+    rooms = []
+    try:
+        for room, secrets in sorted(found.rooms.items()):
+            bridged = await on_database_thread(
+                functools.partial(
+                    state.ensure_bridged, room, relay=found.relay, device=found.device
+                )
+            )
+            if bridged is None:
+                rooms.append({"room": room, "held": None, "error": f"no room {room!r} here"})
+                continue
+            link = RoomLink(bridge, room, bridged.pk, found.relay, found.device, secrets)
+            rooms.append(await link.sync())
+    finally:
+        await bridge.http.aclose()
+    return {"relay": found.relay or None, "device": found.device or None, "rooms": rooms}
 
 
 async def companion(host) -> Bridge:

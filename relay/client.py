@@ -136,6 +136,10 @@ def relay_status(url: str, status_pass: str) -> dict:
     return call("POST", url, "/relay/v1/status", body={"pass": status_pass})
 
 
+def revoke(url: str, revoke_pass: str) -> dict:
+    return call("POST", url, "/relay/v1/revoke", body={"pass": revoke_pass})
+
+
 def room_view(url: str, room: str, token: str) -> dict:
     return call("GET", url, _room_path(room), token=token)
 

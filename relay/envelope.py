@@ -26,7 +26,7 @@ recognised by that id.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from bus import rules
@@ -116,21 +116,24 @@ def seal_entry(
 
 def seal_roster(
     key: bytes, *, device: str, room: str, id: uuid.UUID, ts: datetime,
-    seats: list[tuple[str, str]],
+    seats: list[tuple],
 ) -> dict:  # fmt: skip
-    """The envelope of this machine's roster of a room: [(local seat, liveness)]."""
+    """The envelope of this machine's roster of a room: [(local seat, liveness[, focus])],
+    a focus being {"text", "files", "phase", "ts"} or None (the seat has none)."""
     routing = {"id": str(id), "sender": f"@{device}", "ts": iso_ms(ts)}
-    body = {"roster": [[wire_sender(name, device), liveness] for name, liveness in seats]}
+    body = {"roster": [[wire_sender(seat[0], device), *seat[1:]] for seat in seats]}
     nonce, ciphertext = crypto.seal(key, body, room=room, **routing)
     return {**routing, "nonce": nonce, "ciphertext": ciphertext}
 
 
 @dataclass(frozen=True)
 class Roster:
-    """Who is in the room on `device`, with the liveness of each (relay.state lands it)."""
+    """Who is in the room on `device`, with the liveness of each (relay.state lands it),
+    and the focus of each seat whose roster line carried one (None: it has none)."""
 
     device: str
     seats: list[tuple[str, str]]
+    focus: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -204,11 +207,32 @@ def _roster(items: object, sender: str, device: str) -> Roster:
     if sender != f"@{device}":
         raise EnvelopeError(f"a roster is sent by its device (@{device}), not {sender[:80]!r}")
     if not isinstance(items, list) or not all(
-        isinstance(item, list) and len(item) == 2 and all(isinstance(v, str) for v in item)
+        isinstance(item, list)
+        and len(item) in (2, 3)
+        and all(isinstance(v, str) for v in item[:2])
+        and (len(item) == 2 or item[2] is None or _focus_shape(item[2]))
         for item in items
     ):
-        raise EnvelopeError("the decrypted roster is not a list of [seat, liveness]")
-    for name, liveness in items:
+        raise EnvelopeError("the decrypted roster is not a list of [seat, liveness, focus]")
+    for name, liveness, *_ in items:
         if device_of(name) != device or liveness not in rules.LIVENESS:
             raise EnvelopeError(f"the roster of {device!r} names {name[:80]!r} ({liveness[:16]})")
-    return Roster(device=device, seats=[(name, liveness) for name, liveness in items])
+    return Roster(
+        device=device,
+        seats=[(item[0], item[1]) for item in items],
+        focus={item[0]: item[2] for item in items if len(item) == 3},
+    )
+
+
+def _focus_shape(focus: object) -> bool:
+    """{"text": str, "files": [str], "phase": str, "ts": str|None}; the bus checks the
+    values when the roster lands."""
+    return (
+        isinstance(focus, dict)
+        and set(focus) == {"text", "files", "phase", "ts"}
+        and isinstance(focus["text"], str)
+        and isinstance(focus["files"], list)
+        and all(isinstance(f, str) for f in focus["files"])
+        and isinstance(focus["phase"], str)
+        and (focus["ts"] is None or isinstance(focus["ts"], str))
+    )

@@ -213,6 +213,30 @@ def join(text: str) -> dict:
     return {"room": room_row.name, "relay": relay, "device": device, "created": created}
 
 
+# ---------------------------------------------------------------- revoke
+
+
+def revoke(device: str) -> dict:
+    """`salon relay revoke DEVICE`, on the operator's machine: the relay ends every token
+    of DEVICE, in every room, and every invite for it made until now. The other devices
+    keep theirs; a new invite brings DEVICE back."""
+    current = _keys()
+    if not (current.relay and current.secret):
+        raise HandshakeError(
+            "only the machine that knows the relay's secret can revoke a device: run this "
+            "where `salon relay use URL --secret S` was run"
+        )
+    device = _device(device)
+    revoke_pass = crypto.make_claim(
+        current.secret, kind="revoke", ttl=STATUS_PASS_SECONDS, now=time.time(), device=device
+    )
+    try:
+        done = client.revoke(current.relay, revoke_pass)
+    except client.RelayError as exc:
+        raise _refusal(exc) from None
+    return {**done, "relay": current.relay}
+
+
 # ---------------------------------------------------------------- status
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from bus.models import Room
+from bus.models import Entry, Room
 from bus.signing import iso_ms
 
 
@@ -50,6 +50,9 @@ class RelayDevice(models.Model):
     # Rate: entries pushed since window_start (a fixed one-minute window).
     window_start = models.DateTimeField(null=True, blank=True)
     window_count = models.IntegerField(default=0)
+    # `salon relay revoke DEVICE`: the token stops working, and so does every invite for
+    # the device made before this moment; a newer invite brings it back.
+    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -129,6 +132,10 @@ class BridgedRoom(models.Model):
     last_sync_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     last_error_at = models.DateTimeField(null=True, blank=True)
+    # The last push and the last pull the relay answered: an error is cleared only once
+    # both have succeeded after it.
+    push_ok_at = models.DateTimeField(null=True, blank=True)
+    pull_ok_at = models.DateTimeField(null=True, blank=True)
     # The roster last sent (relay.envelope): a digest of its seats and their liveness.
     roster_digest = models.CharField(max_length=64, blank=True, default="")
     roster_at = models.DateTimeField(null=True, blank=True)
@@ -154,5 +161,10 @@ class BridgedRoom(models.Model):
             "rejected": self.rejected,
             "missed": self.missed,
             "error": self.last_error or None,
+            "errorAt": iso_ms(self.last_error_at) if self.last_error_at else None,
             "lastRefusal": self.last_refusal or None,
+            # written here and not yet taken by the relay (a rate limit paces them)
+            "waiting": Entry.objects.filter(room_id=self.room_id, seq__gt=self.pushed_seq)
+            .exclude(via="relay")
+            .count(),
         }

@@ -31,13 +31,20 @@ from relay import crypto
 from relay.envelope import check_device_name, device_of
 from relay.models import RelayDevice, RelayEnvelope, RelayInvite, RelayRoom
 
-TOKEN_DAYS = 365
 MAX_PUSH_ENTRIES = 100
 MAX_PULL_ENTRIES = 500
 ENVELOPE_FIELDS = ("id", "sender", "ts", "nonce", "ciphertext")
 PURGE_EVERY_SECONDS = 60
 PURGE_BATCH = 2000
 RATE_WINDOW = timedelta(minutes=1)
+
+# The relay's clock: what rate windows, token expiry and retention are measured by (a
+# test of hours of traffic gives it a clock of its own).
+clock = timezone.now
+
+
+def _now() -> datetime:
+    return clock()
 
 
 class Refusal(Exception):
@@ -61,6 +68,7 @@ def limits() -> dict:
         "roomEntries": settings.RELAY_ROOM_ENTRIES,
         "roomBytes": settings.RELAY_ROOM_BYTES,
         "retentionHours": settings.RELAY_RETENTION_HOURS,
+        "deviceTtlDays": settings.RELAY_DEVICE_TTL_DAYS,
     }
 
 
@@ -74,18 +82,32 @@ def _iso(ts: datetime | None) -> str | None:
 
 
 def redeem(invite: str) -> dict:
-    """Turn a single-use invite into a device token for its room (365 days).
+    """Turn a single-use invite into a device token for its room (valid
+    AGENT_SALON_RELAY_DEVICE_TTL_DAYS days).
 
     A device that joins a room again (a new invite) gets a new token; its old one stops
-    working. The invite's id is recorded in the same transaction: a second redemption,
-    even at the same moment, is refused."""
-    now = timezone.now()
+    working the moment the new invite is redeemed. The invite's id is recorded in the same
+    transaction: a second redemption, even at the same moment, is refused. An invite made
+    before its device was revoked is refused."""
+    now = _now()
     try:
         claim = crypto.check_claim(settings.RELAY_SECRET, invite, kind="join", now=time.time())
         rules.validate_name(claim.room, "room")
         check_device_name(claim.device)
     except (crypto.CryptoError, rules.RuleError) as exc:
         raise Refusal(403, f"invite refused: {exc}") from None
+    revoked = (
+        RelayDevice.objects.filter(name=claim.device, revoked_at__isnull=False)
+        .aggregate(at=Max("revoked_at"))
+        .get("at")
+    )
+    if revoked is not None and claim.issued <= revoked.timestamp() * 1000:
+        raise Refusal(
+            403,
+            f"invite refused: device {claim.device!r} was revoked at {_iso(revoked)}, after "
+            "this invite was made; ask for a new one (salon invite ROOM --for DEVICE)",
+        )
+    days = timedelta(days=settings.RELAY_DEVICE_TTL_DAYS)
     token = crypto.new_device_token()
     try:
         with transaction.atomic():
@@ -103,7 +125,8 @@ def redeem(invite: str) -> dict:
                 defaults={
                     "token_hash": crypto.token_hash(settings.RELAY_SECRET, token),
                     "joined_at": now,
-                    "expires_at": now + timedelta(days=TOKEN_DAYS),
+                    "expires_at": now + days,
+                    "revoked_at": None,
                 },
             )
     except IntegrityError:
@@ -116,7 +139,7 @@ def redeem(invite: str) -> dict:
         "token": token,
         "room": claim.room,
         "device": claim.device,
-        "expires": _iso(now + timedelta(days=TOKEN_DAYS)),
+        "expires": _iso(now + days),
     }
 
 
@@ -137,7 +160,13 @@ def authenticate(token: str | None, room: str) -> RelayDevice:
             "unknown device token: this relay never issued it, or its secret has changed "
             "since (which revokes every device); join again with a new invite",
         )
-    if device.expires_at <= timezone.now():
+    if device.revoked_at is not None:
+        raise Refusal(
+            401,
+            f"device {device.name!r} was revoked at {_iso(device.revoked_at)} (salon relay "
+            "revoke); ask the relay's operator for a new invite",
+        )
+    if device.expires_at <= _now():
         raise Refusal(401, f"this device token expired at {_iso(device.expires_at)}; join again")
     if device.room.name != room:
         raise Refusal(
@@ -149,12 +178,32 @@ def authenticate(token: str | None, room: str) -> RelayDevice:
     return device
 
 
-def check_pass(text: str) -> None:
-    """An operator's status pass, signed with the relay secret; a Refusal otherwise."""
+def check_pass(text: str, kind: str = "status") -> crypto.Claim:
+    """An operator's pass (status, revoke), signed with the relay secret; a Refusal
+    otherwise."""
     try:
-        crypto.check_claim(settings.RELAY_SECRET, text, kind="status", now=time.time())
+        return crypto.check_claim(settings.RELAY_SECRET, text, kind=kind, now=time.time())
     except crypto.CryptoError as exc:
-        raise Refusal(403, f"status pass refused: {exc}") from None
+        raise Refusal(403, f"{kind} pass refused: {exc}") from None
+
+
+def revoke(device: str, issued_ms: int = 0) -> dict:
+    """End every token of `device` (in every room), and every invite for it made before
+    the revoke pass (`issued_ms`: the operator's clock, which also dates the invites).
+    Its envelopes stay (the other devices may not have read them yet)."""
+    try:
+        check_device_name(device)
+    except rules.RuleError as exc:
+        raise Refusal(422, str(exc), field="device") from None
+    now = datetime.fromtimestamp(issued_ms / 1000, UTC) if issued_ms > 0 else _now()
+    rooms = sorted(RelayDevice.objects.filter(name=device).values_list("room__name", flat=True))
+    if not rooms:
+        raise Refusal(
+            404,
+            f"no device {device!r} on this relay (`salon relay status` lists the devices)",
+        )
+    RelayDevice.objects.filter(name=device).update(revoked_at=now)
+    return {"device": device, "revoked": _iso(now), "rooms": rooms}
 
 
 # ---------------------------------------------------------------- push
@@ -217,7 +266,7 @@ def push(device: RelayDevice, items: object) -> dict:
     """Store a device's envelopes in its room, in order; an envelope whose entry id the
     room already holds is skipped (a push repeated after a lost answer)."""
     sealed = check_envelopes(device, items)
-    now = timezone.now()
+    now = _now()
     purge(now)
     with transaction.atomic():
         room = RelayRoom.objects.select_for_update().get(pk=device.room_id)
@@ -234,12 +283,18 @@ def push(device: RelayDevice, items: object) -> dict:
                 fresh.append(item)
         _take_rate(me, len(fresh), now)
         size = sum(len(item.ciphertext) for item in fresh)
+        # What still fits: a bridge sends that much, or waits for retention to free space.
+        left = {
+            "entriesLeft": max(0, settings.RELAY_ROOM_ENTRIES - room.entries),
+            "bytesLeft": max(0, settings.RELAY_ROOM_BYTES - room.bytes),
+        }
         if room.entries + len(fresh) > settings.RELAY_ROOM_ENTRIES:
             raise Refusal(
                 507,
                 f"room {room.name!r} holds {room.entries} entries, and its ceiling is "
                 f"{settings.RELAY_ROOM_ENTRIES} (AGENT_SALON_RELAY_ROOM_ENTRIES): space "
                 f"frees as entries older than {settings.RELAY_RETENTION_HOURS} h are dropped",
+                **left,
             )
         if room.bytes + size > settings.RELAY_ROOM_BYTES:
             raise Refusal(
@@ -247,6 +302,7 @@ def push(device: RelayDevice, items: object) -> dict:
                 f"room {room.name!r} holds {room.bytes} bytes, and its ceiling is "
                 f"{settings.RELAY_ROOM_BYTES} (AGENT_SALON_RELAY_ROOM_BYTES): space "
                 f"frees as entries older than {settings.RELAY_RETENTION_HOURS} h are dropped",
+                **left,
             )
         seq = room.last_seq
         rows = []
@@ -276,21 +332,46 @@ def push(device: RelayDevice, items: object) -> dict:
             window_start=me.window_start,
             window_count=me.window_count,
         )
-    return {"stored": len(rows), "duplicates": len(sealed) - len(rows), "lastSeq": seq}
+    return {
+        "stored": len(rows),
+        "duplicates": len(sealed) - len(rows),
+        "lastSeq": seq,
+        **_window_left(me, now),
+    }
+
+
+def _window_left(device: RelayDevice, now: datetime) -> dict:
+    """What is left of the device's rate window: `rateLeft` entries may be pushed before
+    `rateResetIn` seconds have passed (a bridge sends batches that fit)."""
+    reset = 0
+    if device.window_start is not None:
+        reset = max(0, int((device.window_start + RATE_WINDOW - now).total_seconds()) + 1)
+    return {
+        "rate": settings.RELAY_RATE,
+        "rateLeft": max(0, settings.RELAY_RATE - device.window_count)
+        if reset
+        else settings.RELAY_RATE,
+        "rateResetIn": reset,
+    }
 
 
 def _take_rate(device: RelayDevice, count: int, now: datetime) -> None:
     """Count `count` entries against the device's one-minute window (in memory; push
-    writes it back), or refuse the whole push."""
+    writes it back), or refuse the whole push, saying how many would fit now and when
+    the window starts again."""
     if device.window_start is None or now - device.window_start >= RATE_WINDOW:
         device.window_start, device.window_count = now, 0
     if device.window_count + count > settings.RELAY_RATE:
-        retry = max(1, int((device.window_start + RATE_WINDOW - now).total_seconds()) + 1)
+        left = _window_left(device, now)
+        retry = max(1, left["rateResetIn"])
+        fits = f"{left['rateLeft']} fit now; " if left["rateLeft"] else ""
         raise Refusal(
             429,
             f"device {device.name!r} is over its rate of {settings.RELAY_RATE} entries a "
-            f"minute (AGENT_SALON_RELAY_RATE); try again in {retry} s",
+            f"minute (AGENT_SALON_RELAY_RATE): {count} pushed at once, {fits}try again "
+            f"in {retry} s",
             retryAfter=retry,
+            **{k: v for k, v in left.items() if k != "rateResetIn"},
         )
     device.window_count += count
 
@@ -303,7 +384,7 @@ def pull(device: RelayDevice, after: int, limit: int = MAX_PULL_ENTRIES) -> dict
     `cursor` is how far this answer read (own envelopes included), `gap` how many seqs
     retention dropped before the device read them. (`reading` noted the device's cursor
     when it asked.)"""
-    now = timezone.now()
+    now = _now()
     purge(now)
     limit = max(1, min(limit, MAX_PULL_ENTRIES))
     rows = list(
@@ -331,7 +412,7 @@ def pull(device: RelayDevice, after: int, limit: int = MAX_PULL_ENTRIES) -> dict
 
 def reading(device: RelayDevice, after: int) -> None:
     """A device asks from `after`: it holds everything up to there (its cursor)."""
-    RelayDevice.objects.filter(pk=device.pk).update(last_seen=timezone.now(), cursor=after)
+    RelayDevice.objects.filter(pk=device.pk).update(last_seen=_now(), cursor=after)
 
 
 def has_after(device: RelayDevice, after: int) -> bool:
@@ -361,6 +442,7 @@ def room_view(room: RelayRoom) -> dict:
                 "cursor": d.cursor,
                 "behind": max(0, room.last_seq - d.cursor),
                 "pushed": d.pushed,
+                "revoked": _iso(d.revoked_at),
             }
             for d in room.devices.order_by("name")
         ],
@@ -380,11 +462,12 @@ _last_purge = [0.0]
 def purge(now: datetime | None = None, *, force: bool = False) -> int:
     """Drop envelopes older than the retention (at most once a minute per process, in
     batches); returns how many went."""
-    clock = time.monotonic()
-    if not force and clock - _last_purge[0] < PURGE_EVERY_SECONDS:
+    now = now or _now()
+    clock = now.timestamp()  # the relay's clock
+    if not force and 0 <= clock - _last_purge[0] < PURGE_EVERY_SECONDS:
         return 0
     _last_purge[0] = clock
-    cutoff = (now or timezone.now()) - timedelta(hours=settings.RELAY_RETENTION_HOURS)
+    cutoff = now - timedelta(hours=settings.RELAY_RETENTION_HOURS)
     dropped = 0
     while True:
         with transaction.atomic():

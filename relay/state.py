@@ -109,16 +109,16 @@ def release_lease(bridged_id: int, holder: str) -> None:
 # ---------------------------------------------------------------- pushing
 
 
-def pending(bridged_id: int) -> tuple[list[dict], int, int]:
+def pending(bridged_id: int, limit: int = PUSH_BATCH) -> tuple[list[dict], int, int]:
     """The next entries written here to push, oldest first, as sealing needs them; the
     room's `pushed_seq` now, and the seq this look reached (entries that landed from the
     relay are passed over: the relay already has them; so is an entry whose signature
-    fails — it is not carried)."""
+    fails — it is not carried). At most `limit` entries: what fits the relay's rate."""
     bridged = BridgedRoom.objects.select_related("room").get(pk=bridged_id)
     rows = list(
         Entry.objects.filter(room_id=bridged.room_id, seq__gt=bridged.pushed_seq)
         .select_related("room")
-        .order_by("seq")[:PUSH_BATCH]
+        .order_by("seq")[: max(1, min(limit, PUSH_BATCH))]
     )
     batch, size, reached = [], 0, bridged.pushed_seq
     for row in rows:
@@ -149,14 +149,14 @@ def pending(bridged_id: int) -> tuple[list[dict], int, int]:
 
 
 def mark_pushed(bridged_id: int, reached: int, pushed: int, rejected: int = 0) -> None:
+    now = timezone.now()
     BridgedRoom.objects.filter(pk=bridged_id, pushed_seq__lt=reached).update(
         pushed_seq=reached,
         pushed=F("pushed") + pushed,
         rejected=F("rejected") + rejected,
-        last_sync_at=timezone.now(),
-        last_error="",
-        last_error_at=None,
+        last_sync_at=now,
     )
+    _succeeded(bridged_id, push_ok_at=now)
 
 
 def mark_error(bridged_id: int, message: str) -> None:
@@ -165,12 +165,31 @@ def mark_error(bridged_id: int, message: str) -> None:
     )
 
 
+def _succeeded(bridged_id: int, **when) -> None:
+    """A push (push_ok_at) or a pull (pull_ok_at) the relay answered. The last error is
+    cleared only once a push and a pull have both succeeded after it: a pull that works
+    says nothing of a push the relay keeps refusing, nor the other way round."""
+    BridgedRoom.objects.filter(pk=bridged_id).update(**when)
+    BridgedRoom.objects.filter(
+        pk=bridged_id,
+        last_error_at__isnull=False,
+        push_ok_at__gt=F("last_error_at"),
+        pull_ok_at__gt=F("last_error_at"),
+    ).update(last_error="", last_error_at=None)
+
+
+def mark_pulled(bridged_id: int) -> None:
+    """A pull the relay answered (with nothing, or with what then landed)."""
+    _succeeded(bridged_id, pull_ok_at=timezone.now())
+
+
 # ---------------------------------------------------------------- rosters
 
 
-def roster_due(bridged_id: int) -> tuple[list[tuple[str, str]], str] | None:
+def roster_due(bridged_id: int, force: bool = False) -> tuple[list[tuple[str, str]], str] | None:
     """This machine's seats in the room with their liveness, and its digest, when the
-    roster should be sent (it changed, or it is due again while a member is live)."""
+    roster should be sent (it changed, or it is due again while a member is live, or
+    `force`: after an error, a push that proves the relay takes pushes again)."""
     bridged = BridgedRoom.objects.get(pk=bridged_id)
     at = timezone.now()
     members = (
@@ -180,25 +199,45 @@ def roster_due(bridged_id: int) -> tuple[list[tuple[str, str]], str] | None:
         .order_by("seat__name")
     )
     seats = [
-        (m.seat.name, m.seat.liveness(at))
+        (m.seat.name, m.seat.liveness(at), _focus(m.seat))
         for m in members
         if "@" not in rules.agent_of_seat(m.seat.name)
     ]
     digest = hashlib.sha256(repr(seats).encode()).hexdigest()
     stale = bridged.roster_at is None or at - bridged.roster_at >= ROSTER_REFRESH
-    live = any(liveness == rules.LIVE for _, liveness in seats)
-    if digest != bridged.roster_digest or (stale and live):
+    live = any(seat[1] == rules.LIVE for seat in seats)
+    if force or digest != bridged.roster_digest or (stale and live):
         return seats, digest
     return None
 
 
+def _focus(seat) -> dict | None:
+    """A seat's focus as its roster line carries it (the other machines' letterbox and
+    `salon agents` read it there)."""
+    if not seat.focus_text:
+        return None
+    return {
+        "text": seat.focus_text,
+        "files": list(seat.focus_files or []),
+        "phase": seat.focus_phase or "",
+        "ts": envelope.iso_ms(seat.focus_ts) if seat.focus_ts else None,
+    }
+
+
 def mark_roster(bridged_id: int, digest: str) -> None:
+    now = timezone.now()
     BridgedRoom.objects.filter(pk=bridged_id).update(
-        roster_digest=digest, roster_at=timezone.now(), last_sync_at=timezone.now()
+        roster_digest=digest, roster_at=now, last_sync_at=now
     )
+    _succeeded(bridged_id, push_ok_at=now)
 
 
 # ---------------------------------------------------------------- landing
+
+
+def standing(bridged_id: int) -> dict:
+    """Where the room's bridge stands (its row's status)."""
+    return BridgedRoom.objects.select_related("room").get(pk=bridged_id).status()
 
 
 def cursor_of(bridged_id: int) -> int:
@@ -228,14 +267,13 @@ def land(bridged_id: int, key: bytes, envelopes: list[dict], *, cursor: int, gap
                 "refused": F("refused") + counts["refused"],
                 "missed": F("missed") + (gap if index == 0 else 0),
                 "last_sync_at": timezone.now(),
-                "last_error": "",
-                "last_error_at": None,
             }
             if refusal:
                 changes["last_refusal"] = refusal[:500]
             BridgedRoom.objects.filter(pk=bridged_id).update(**changes)
         for name, count in counts.items():
             totals[name] += count
+    mark_pulled(bridged_id)
     return totals
 
 
@@ -254,6 +292,7 @@ def _land_chunk(bridged: BridgedRoom, key: bytes, chunk: list[dict]) -> tuple[di
                         device=opened.device,
                         seats=opened.seats,
                         live_for=ROSTER_LIVE_HOLD,
+                        focus=opened.focus,
                     )
                 continue
             landed = services.entries.land_entry(

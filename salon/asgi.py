@@ -7,7 +7,9 @@ bridge). `application` routes /mcp to the MCP endpoint (mcpgate.consumers: a POS
 answered directly, a stream by its consumer), the staff's live flow
 (/admin/live/stream, salon.live) to its consumer behind Django's session and user, and
 everything else to Django; it refuses every WebSocket upgrade (403: nothing here speaks
-WebSocket). Building them starts nothing; `salon serve` starts the daemon
+WebSocket). `relay_application` is `salon relay serve`'s: the relay's API and /healthz,
+nothing else (no MCP, webhook, admin or live view on a relay's address), and no daemon
+(a relay keeps no sessions). Building them starts nothing; `salon serve` starts the daemon
 as soon as daphne listens, and any first request starts it otherwise (`runserver`,
 tests).
 """
@@ -27,7 +29,7 @@ from django.urls import path, re_path  # noqa: E402
 from mcpgate.consumers import mcp_application  # noqa: E402
 from mcpgate.streamhost import StreamHost  # noqa: E402
 from salon.health import asgi_healthz  # noqa: E402
-from salon.lean import asgi_notify  # noqa: E402
+from salon.lean import asgi_notify, send_json  # noqa: E402
 from salon.live import LiveStream  # noqa: E402
 
 daemon = StreamHost(run_companions=True)
@@ -68,3 +70,24 @@ async def application(scope, receive, send):
             if scope["path"] == "/notify":
                 return await asgi_notify(scope, receive, send)  # nor this (salon.lean)
     return await router(scope, receive, send)
+
+
+# What a relay serves (`salon relay serve`): every other path is a 404 there.
+RELAY_PREFIX = "/relay/v1/"
+RELAY_ONLY = (
+    "this is an agent-salon relay: it serves /relay/v1/ and /healthz only (no MCP, webhook "
+    "or admin here; those are a machine's own daemon's, `salon serve`)"
+)
+
+
+async def relay_application(scope, receive, send):
+    if scope["type"] == "websocket":
+        return await refuse_websocket(scope, receive, send)
+    if scope["type"] != "http":
+        return await router(scope, receive, send)
+    path = scope["path"]
+    if path == "/healthz":
+        return await asgi_healthz(scope, receive, send)
+    if path.startswith(RELAY_PREFIX) or path == RELAY_PREFIX.rstrip("/"):
+        return await django_application(scope, receive, send)
+    await send_json(send, 404, {"error": RELAY_ONLY})

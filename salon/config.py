@@ -64,6 +64,7 @@ KNOWN = {
     "AGENT_SALON_RELAY_RATE": "600",
     "AGENT_SALON_RELAY_ROOM_ENTRIES": "100000",
     "AGENT_SALON_RELAY_ROOM_BYTES": "268435456",
+    "AGENT_SALON_RELAY_DEVICE_TTL_DAYS": "365",
 }
 
 # A relay secret shorter than this is refused: it signs every invite and keys every
@@ -185,6 +186,9 @@ def read(values: Mapping[str, str]) -> SimpleNamespace:
         relay_rate=cfg.integer("AGENT_SALON_RELAY_RATE", minimum=1),
         relay_room_entries=cfg.integer("AGENT_SALON_RELAY_ROOM_ENTRIES", minimum=1),
         relay_room_bytes=cfg.integer("AGENT_SALON_RELAY_ROOM_BYTES", minimum=1024),
+        relay_device_ttl_days=cfg.integer(
+            "AGENT_SALON_RELAY_DEVICE_TTL_DAYS", minimum=1, maximum=3650
+        ),
         triage_cmd=triage_command(cfg.text("AGENT_SALON_TRIAGE_CMD")),
         triage_timeout=cfg.integer("AGENT_SALON_TRIAGE_TIMEOUT", minimum=1, maximum=600),
         triage_letterbox=cfg.flag("AGENT_SALON_TRIAGE"),

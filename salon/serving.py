@@ -140,10 +140,13 @@ def bind_failure(bind: str, port: int) -> str:
     )
 
 
-def run(endpoint: str, *, on_listening: Callable[[], None] | None = None) -> bool:
+def run(
+    endpoint: str, *, on_listening: Callable[[], None] | None = None, relay: bool = False
+) -> bool:
     """Serve until Ctrl-C or SIGTERM; False when the endpoint could not be bound (nothing
-    was started then). Daphne's --http-timeout stays unset: it would cut open streams."""
-    from salon.asgi import application, daemon
+    was started then). Daphne's --http-timeout stays unset: it would cut open streams.
+    `relay`: the relay's application only, and no daemon (`salon relay serve`)."""
+    from salon.asgi import application, daemon, relay_application
 
     Server = daphne.lean_server_class()
 
@@ -151,14 +154,15 @@ def run(endpoint: str, *, on_listening: Callable[[], None] | None = None) -> boo
 
     def listening() -> None:
         # Daphne calls this only once every endpoint listens, in the reactor's loop.
-        started.append(asyncio.ensure_future(daemon.start()))
+        if not relay:
+            started.append(asyncio.ensure_future(daemon.start()))
         if on_listening is not None:
             on_listening()
 
     daphne.name_every_status()
     gc.set_threshold(*GC_THRESHOLDS)
     server = Server(
-        application=application,
+        application=relay_application if relay else application,
         endpoints=[endpoint],
         ready_callable=listening,
         action_logger=log_access,
@@ -170,6 +174,7 @@ def run(endpoint: str, *, on_listening: Callable[[], None] | None = None) -> boo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m salon.serving")
     parser.add_argument("--fd", type=int, required=True, help="an inherited listening socket")
+    parser.add_argument("--relay", action="store_true", help="serve the relay only")
     options = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
     try:
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         # No domain= here: the fd endpoint hands its text on as the address family,
         # which Twisted refuses; its default (IPv4) is the family Twisted's port object
         # needs for an IPv6 socket too, since it only formats addresses with it.
-        return 0 if run(f"fd:fileno={options.fd}") else 1
+        return 0 if run(f"fd:fileno={options.fd}", relay=options.relay) else 1
     except KeyboardInterrupt:
         # Stopped (by `salon serve --workers`, or Ctrl-C) while still starting: it served
         # nothing, so there is nothing to say.

@@ -149,6 +149,7 @@ try:
     RELAY_RETENTION_HOURS = _read.relay_retention_hours
     RELAY_MAX_ENTRY_BYTES, RELAY_RATE = _read.relay_max_entry_bytes, _read.relay_rate
     RELAY_ROOM_ENTRIES, RELAY_ROOM_BYTES = _read.relay_room_entries, _read.relay_room_bytes
+    RELAY_DEVICE_TTL_DAYS = _read.relay_device_ttl_days
     # The letterbox and the safety net (bus.services.triage): off without a command.
     TRIAGE_CMD, TRIAGE_TIMEOUT = _read.triage_cmd, _read.triage_timeout
     TRIAGE_LETTERBOX, TRIAGE_NET = _read.triage_letterbox, _read.triage_net

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from relay import crypto
+from relay import client, crypto
 from tests.mcp_helpers import RawSession
 from tests.support import (
     Daemon,
@@ -202,7 +202,8 @@ async def test_a_question_for_an_agent_on_another_machine_is_pushed_to_its_strea
             )  # fmt: skip
             assert asked.returncode == 0, asked.stderr
             question = json.loads(asked.stdout)
-            assert question["wakes"] == [remote_b]
+            # B decides whether it is woken: the report never claims it
+            assert (question["wakes"], question["decidedThere"]) == ([], [remote_b])
 
             pushed = await stream.next(timeout=30)
             params = pushed["message"]["params"]
@@ -224,7 +225,7 @@ async def test_a_question_for_an_agent_on_another_machine_is_pushed_to_its_strea
             answer = await session.result(
                 "send", {"text": "9315", "type": "ANSWER", "re": question["id"], "room": "team"}
             )
-    assert answer["wakes"] == ["api@machineA#a5a5a5a5"]
+    assert (answer["wakes"], answer["decidedThere"]) == ([], ["api@machineA#a5a5a5a5"])
     woken = eventually(
         lambda: a.rows(
             "SELECT seat_name, woken, reason FROM bus_wakedecision WHERE entry_id = ?",
@@ -250,8 +251,10 @@ def test_an_agent_name_wakes_its_seats_on_both_machines(salons):
                    "--json", session="a5a5a5a5-0001")  # fmt: skip
 
     report = json.loads(sent.stdout)
-    # On A, `docs` names the local seat, and B's seat by its agent without the device.
-    assert report["wakes"] == ["docs#d0c5aaaa", "docs@machineB#d0c5d0c5"]
+    # On A, `docs` names the local seat, and B's seat by its agent without the device:
+    # A wakes its own; B decides for its seat.
+    assert report["wakes"] == ["docs#d0c5aaaa"]
+    assert report["decidedThere"] == ["docs@machineB#d0c5d0c5"]
     hex_id = uuid.UUID(report["id"]).hex
     woken_on_b = eventually(
         lambda: b.rows(
@@ -534,3 +537,145 @@ def test_a_relay_restart_and_a_bridge_restart_during_traffic_lose_and_duplicate_
     on_relay = relay_envelope_ids(salons)
     assert len(on_relay) == len(set(on_relay))
     assert {uuid.UUID(i).hex for i in sent["a"] + sent["b"]} <= set(on_relay)
+
+
+# ---------------------------------------------------------------- once, and one device less
+
+
+def test_salon_relay_sync_pushes_and_pulls_once_then_exits(salons):
+    c = salons.machine("cron")
+    try:
+        joined = c.salon(
+            "join", salons.a.salon("invite", "team", "--for", "machineC").stdout.strip()
+        )
+        assert joined.returncode == 0, joined.stderr
+        tag = uuid.uuid4().hex[:8]
+        sent = salons.notify(salons.a, "api", f"for the cron machine {tag}")
+        eventually(lambda: uuid.UUID(sent["id"]).hex in relay_envelope_ids(salons),
+                   what="A's entry reached the relay")  # fmt: skip
+        assert c.salon("join", "team", agent="ops", session="c0c0c0c0-0001").returncode == 0
+        wrote = c.salon("send", "team", "FACT", f"from the cron machine {tag}", agent="ops",
+                        session="c0c0c0c0-0001")  # fmt: skip
+        assert wrote.returncode == 0, wrote.stderr
+
+        synced = c.salon("relay", "sync")
+
+        assert synced.returncode == 0, synced.stderr
+        assert "team: 1 sent" in synced.stdout
+        assert c.entry_ids(f"for the cron machine {tag}") == [uuid.UUID(sent["id"]).hex]
+        eventually(lambda: salons.a.entry_ids(f"from the cron machine {tag}"),
+                   what="C's entry landed on A")  # fmt: skip
+        again = c.salon("relay", "sync", "--json")
+        assert again.returncode == 0, again.stderr
+        [room] = json.loads(again.stdout)["rooms"]
+        assert (room["pushed"], room["landed"], room["error"]) == (0, 0, None)
+        assert c.entry_ids(f"for the cron machine {tag}") == [uuid.UUID(sent["id"]).hex]
+    finally:
+        drop_store(c.env)
+
+
+def test_a_new_invite_for_a_device_ends_its_old_token(salons):
+    d = salons.machine("reinvited")
+    try:
+        first = salons.a.salon("invite", "team", "--for", "machineD").stdout.strip()
+        assert d.salon("join", first).returncode == 0
+        old = json.loads((d.cwd / "relay-keys.json").read_text())["rooms"]["team"]["token"]
+        assert client.room_view(salons.relay.daemon.url, "team", old)["you"] == "machineD"
+
+        again = salons.a.salon("invite", "team", "--for", "machineD")
+        assert "replaces" in again.stderr
+        assert d.salon("join", again.stdout.strip()).returncode == 0
+
+        with pytest.raises(client.RelayError) as refused:
+            client.room_view(salons.relay.daemon.url, "team", old)
+        assert refused.value.status == 401
+        assert d.salon("relay", "sync").returncode == 0
+    finally:
+        drop_store(d.env)
+
+
+def test_revoking_one_device_ends_its_tokens_and_older_invites_and_spares_the_others(salons):
+    f = salons.machine("revoked")
+    try:
+        joined = f.salon(
+            "join", salons.a.salon("invite", "team", "--for", "machineF").stdout.strip()
+        )
+        assert joined.returncode == 0, joined.stderr
+        assert f.salon("relay", "sync").returncode == 0
+        older = salons.a.salon("invite", "team", "--for", "machineF").stdout.strip()
+
+        revoked = salons.a.salon("relay", "revoke", "machineF")
+
+        assert revoked.returncode == 0, revoked.stderr
+        assert "machineF is revoked" in revoked.stdout
+        refused = f.salon("relay", "sync")
+        assert refused.returncode == 1
+        assert "revoked" in refused.stderr and "Traceback" not in refused.stderr
+        assert "revoked" in f.salon("rooms").stdout  # the error stays shown
+        reused = f.salon("join", older)
+        assert reused.returncode == 1 and "revoked" in reused.stderr
+        # Everyone else carries on.
+        tag = uuid.uuid4().hex[:8]
+        salons.notify(salons.a, "api", f"after the revoke {tag}")
+        eventually(lambda: salons.b.entry_ids(f"after the revoke {tag}"), what="B still reads")
+        status = json.loads(salons.a.salon("relay", "status", "--json").stdout)
+        [room] = [r for r in status["rooms"] if r["room"] == "team"]
+        [gone] = [d for d in room["relay"]["devices"] if d["device"] == "machineF"]
+        assert gone["revoked"] is not None
+        # A new invite brings it back.
+        fresh = salons.a.salon("invite", "team", "--for", "machineF").stdout.strip()
+        assert f.salon("join", fresh).returncode == 0
+        back = f.salon("relay", "sync")
+        assert back.returncode == 0, back.stderr
+        assert f.entry_ids(f"after the revoke {tag}")
+        assert "last error" not in f.salon("rooms").stdout
+    finally:
+        drop_store(f.env)
+
+
+def test_revoking_takes_the_operators_secret_and_a_known_device(salons):
+    unknown = salons.a.salon("relay", "revoke", "machineZ")
+    assert unknown.returncode == 1 and "no device 'machineZ'" in unknown.stderr
+    elsewhere = salons.b.salon("relay", "revoke", "machineA")
+    assert elsewhere.returncode == 1 and "secret" in elsewhere.stderr
+
+
+# ---------------------------------------------------------------- a relay is only a relay
+
+
+def test_the_relay_serves_its_api_and_healthz_and_nothing_else(salons):
+    url = salons.relay.daemon.url
+    assert httpx.get(f"{url}/relay/v1/").json()["relay"] == "agent-salon"
+    assert httpx.get(f"{url}/healthz").status_code == 200
+    for method, path in (("POST", "/notify?label=evil"), ("POST", "/mcp"), ("GET", "/admin/"),
+                         ("GET", "/metrics"), ("GET", "/admin/live/stream")):  # fmt: skip
+        answer = httpx.request(method, f"{url}{path}", json={"content": "plain text"})
+        assert answer.status_code == 404, (path, answer.text)
+        assert "/relay/v1/ and /healthz only" in answer.json()["error"]
+    assert not salons.relay.rows("SELECT 1 FROM bus_entry WHERE content = 'plain text'")
+    banner = salons.relay.daemon.log().partition("Press Ctrl-C")[0]
+    assert f"relay API    : {url}/relay/v1/" in banner and f"health       : {url}/healthz" in banner
+    for other in ("/mcp", "/notify", "/admin", "MCP endpoint", "webhook"):
+        assert other not in banner
+
+
+# ---------------------------------------------------------------- focus
+
+
+def test_a_seats_focus_crosses_to_the_other_machine_and_agents_shows_it_there(salons):
+    session = "f0c05f0c-0001"
+    assert salons.a.salon("join", "team", agent="ui", session=session).returncode == 0
+    declared = salons.a.salon("focus", "tidying the settings page", "--files", "web/settings.tsx",
+                              agent="ui", session=session)  # fmt: skip
+    assert declared.returncode == 0, declared.stderr
+
+    def seen_on_b():
+        shown = json.loads(salons.b.salon("agents", "--json").stdout)
+        for agent in shown["agents"]:
+            for seat in agent["seats"]:
+                if seat["seat"] == "ui@machineA#f0c05f0c" and seat["focus"]:
+                    return seat["focus"]
+        return None
+
+    focus = eventually(seen_on_b, what="B shows A's seat's focus")
+    assert (focus["text"], focus["files"]) == ("tidying the settings page", ["web/settings.tsx"])

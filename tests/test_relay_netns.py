@@ -8,6 +8,7 @@ run here. Nothing is left behind: deleting the namespace deletes the link.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -186,3 +187,231 @@ def test_two_machines_in_two_network_namespaces_meet_through_the_relay(tmp_path,
         for env in envs.values():
             drop_store(env)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- three machines, two links
+
+
+@dataclass
+class Across:
+    """A relay (at 40 entries a minute) and machine A here, machine B in a namespace."""
+
+    relay: Daemon
+    a: Daemon
+    b: NamespacedDaemon
+    envs: dict
+    cwd: dict
+    namespace: str
+
+    def on_a(self, *args: str, agent: str = "api", session: str = "a0a0a0a0-0001"):
+        env = {**self.envs["a"], "AGENT_SALON_NAME": agent, "CLAUDE_CODE_SESSION_ID": session}
+        return run_salon(*args, env=env, cwd=self.cwd["a"])
+
+    def on_b(self, *args: str, agent: str = "web-app", session: str = "b2b2b2b2-0001"):
+        return subprocess.run(
+            ["ip", "netns", "exec", self.namespace, *salon_cmd(*args)],
+            env={**self.envs["b"], "AGENT_SALON_NAME": agent, "CLAUDE_CODE_SESSION_ID": session},
+            cwd=self.cwd["b"], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    def in_b(self, code: str) -> subprocess.CompletedProcess:
+        """Python run inside B's namespace (B's view of the network)."""
+        return subprocess.run(
+            ["ip", "netns", "exec", self.namespace, sys.executable, "-c", code],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    def notify(self, daemon: Daemon, label: str, content: str, **fields) -> dict:
+        answer = httpx.post(f"{daemon.url}/notify?label={label}", timeout=30,
+                            json={"content": content, "room": "team", **fields},
+                            headers={"host": f"127.0.0.1:{daemon.port}"})  # fmt: skip
+        assert answer.status_code == 202, answer.text
+        return answer.json()
+
+
+@pytest.fixture(scope="module")
+def across(tmp_path_factory):
+    tag = (os.getpid() + 7) % 100000
+    namespace, outer, inner = f"salon-x-{tag}", f"vxa{tag}", f"vxb{tag}"
+    octet = 1 + tag % 250
+    here, there = f"10.214.{octet}.1", f"10.214.{octet}.2"
+    base = tmp_path_factory.mktemp("across")
+    tmp = tempfile.mkdtemp(prefix="rx-", dir="/tmp")
+    envs, cwd, daemons = {}, {}, []
+    ip("netns", "add", namespace)
+    try:
+        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        ip("link", "set", inner, "netns", namespace)
+        ip("addr", "add", f"{here}/30", "dev", outer)
+        ip("link", "set", outer, "up")
+        ip("-n", namespace, "addr", "add", f"{there}/30", "dev", inner)
+        ip("-n", namespace, "link", "set", inner, "up")
+        ip("-n", namespace, "link", "set", "lo", "up")
+        for name in ("relay", "a", "b"):
+            cwd[name] = base / name
+            cwd[name].mkdir()
+            extra = (
+                {"AGENT_SALON_RELAY_SECRET": SECRET, "AGENT_SALON_RELAY_RATE": "40"}
+                if name == "relay"
+                else {}
+            )
+            envs[name] = salon_env(cwd[name], TMPDIR=tmp, **extra)
+            migrate(envs[name])
+        relay = NamespacedDaemon(env=envs["relay"], cwd=cwd["relay"], command=("relay", "serve"))
+        relay.address = here
+        a = Daemon(env=envs["a"], cwd=cwd["a"])
+        b = NamespacedDaemon(env=envs["b"], cwd=cwd["b"])
+        b.namespace, b.address = namespace, there
+        daemons = [relay, a, b]
+        for running in daemons:
+            running.launch()
+        for running in daemons:
+            running.wait_ready(90)
+        made = Across(relay, a, b, envs, cwd, namespace)
+        used = made.on_a("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA")
+        assert used.returncode == 0, used.stderr
+        assert made.on_a("rooms", "--create", "team").returncode == 0
+        assert made.on_a("join", "team").returncode == 0
+        invited = made.on_a("invite", "team", "--for", "machineB")
+        joined = made.on_b("join", invited.stdout.strip())
+        assert joined.returncode == 0, joined.stderr
+        assert made.on_b("join", "team").returncode == 0
+        eventually(
+            lambda: query_store(envs["a"], "SELECT 1 FROM bus_seat WHERE name = ?",
+                                ("web-app@machineB#b2b2b2b2",)),
+            timeout=60, what="A knows B's seat",
+        )  # fmt: skip
+        yield made
+    finally:
+        for running in daemons:
+            running.stop()
+        for env in envs.values():
+            drop_store(env)
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        subprocess.run(["ip", "link", "del", outer], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_from_another_machine_the_relay_answers_only_its_api_and_health(across):
+    url = across.relay.url
+    probe = across.in_b(
+        "import httpx, json\n"
+        "out = {}\n"
+        "for method, path in (('POST', '/notify?label=evil'), ('POST', '/mcp'),\n"
+        "                     ('GET', '/admin/'), ('GET', '/relay/v1/'), ('GET', '/healthz')):\n"
+        f"    r = httpx.request(method, '{url}' + path, json={{'content': 'evil text'}})\n"
+        "    out[path] = r.status_code\n"
+        "print(json.dumps(out))\n"
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout) == {
+        "/notify?label=evil": 404, "/mcp": 404, "/admin/": 404, "/relay/v1/": 200, "/healthz": 200,
+    }  # fmt: skip
+    assert not query_store(across.envs["relay"], "SELECT 1 FROM bus_entry WHERE content = ?",
+                           ("evil text",))  # fmt: skip
+    banner = across.relay.log().partition("Press Ctrl-C")[0]
+    assert f"{url}/relay/v1/" in banner and f"{url}/healthz" in banner
+    assert not any(word in banner for word in ("/mcp", "/notify", "/admin"))
+
+
+def test_across_the_wire_a_remote_seat_is_left_to_its_own_machine(across):
+    # B's web-app is quiet; A asks it: A never claims it woke it, nor that it is quiet.
+    assert across.on_b("quiet", "--for", "2h").returncode == 0
+    seat = "web-app@machineB#b2b2b2b2"
+    asked = across.on_a("send", "team", "QUESTION", "quiet over there?", "--to", seat, "--json")
+    assert asked.returncode == 0, asked.stderr
+    report = json.loads(asked.stdout)
+    assert (report["wakes"], report["decidedThere"]) == ([], [seat])
+    assert not any("quiet" in notice for notice in report["notice"])
+    shown = across.on_a("send", "team", "FACT", "noted", "--to", seat)
+    assert f"{seat} (decided there)" in shown.stdout
+    decided = eventually(
+        lambda: query_store(
+            across.envs["b"],
+            "SELECT w.seat_name, w.woken, w.reason FROM bus_wakedecision w JOIN bus_entry e "
+            "ON e.id = w.entry_id WHERE e.content = 'quiet over there?'",
+        ),
+        timeout=60, what="the question landed on B",
+    )  # fmt: skip
+    assert decided == [("web-app#b2b2b2b2", 0, "quiet")]
+    assert across.on_b("quiet", "--off").returncode == 0
+
+    # A webhook writer of A is a writer on B, not a member nor a seat to wake.
+    tag = uuid.uuid4().hex[:8]
+    across.notify(across.a, "bench", f"bench run {tag}")
+    eventually(
+        lambda: query_store(across.envs["b"], "SELECT 1 FROM bus_entry WHERE content = ?",
+                            (f"bench run {tag}",)),
+        timeout=60, what="the bench entry landed on B",
+    )  # fmt: skip
+    assert not query_store(
+        across.envs["b"],
+        "SELECT 1 FROM bus_membership m JOIN bus_seat s ON s.id = m.seat_id "
+        "WHERE s.name LIKE 'bench@%' AND m.left_at IS NULL",
+    )
+    broadcast = json.loads(across.on_b("send", "team", "QUESTION", "who is here?", "--json").stdout)
+    assert not any(
+        "bench" in name for name in broadcast["wakes"] + broadcast.get("decidedThere", [])
+    )
+
+    # A's stats count none of B's seats' wake-ups as untold (no false alarm); only A's own
+    # (B's broadcast woke A's api seat, which nothing listens for: that one is A's).
+    eventually(
+        lambda: query_store(across.envs["a"], "SELECT 1 FROM bus_entry WHERE content = ?",
+                            ("who is here?",)),
+        timeout=60, what="B's broadcast landed on A",
+    )  # fmt: skip
+    remote = "seat_name LIKE '%@%'"
+    untold = "woken AND listener = 'none' AND told_at IS NULL"
+    [[decided_there]] = query_store(
+        across.envs["a"], f"SELECT COUNT(*) FROM bus_wakedecision WHERE woken AND {remote}"
+    )
+    assert decided_there >= 2  # the question and the fact, decided for B's seat
+    [[own]] = query_store(
+        across.envs["a"],
+        f"SELECT COUNT(*) FROM bus_wakedecision WHERE {untold} AND NOT {remote}",
+    )
+    stats = json.loads(across.on_a("stats", "--json").stdout)
+    assert stats["totals"]["wakeUps"]["reachedNoSession"] == own
+    per_seat = json.loads(across.on_a("stats", "--seats", "--json").stdout)
+    for room in per_seat["rooms"]:
+        for seat in room["seats"]:
+            if "@" in seat["seat"]:
+                assert seat["wakeUps"]["decided"] == 0, seat
+
+
+def test_across_the_wire_a_rate_below_a_batch_paces_the_bridge_and_never_wedges_it(across):
+    """Last in this module: it spends machine A's rate windows."""
+    tag = uuid.uuid4().hex[:8]
+    sent = [across.notify(across.a, "load", f"load {tag} {n:03d}")["id"] for n in range(100)]
+
+    def waiting() -> int:
+        rooms = json.loads(across.on_a("rooms", "--json").stdout)
+        [team] = [r for r in rooms if r["room"] == "team"]
+        return team["bridge"]["waiting"]
+
+    assert eventually(waiting, timeout=60, what="A shows what waits for the relay's rate")
+
+    def landed_on_b() -> list[str]:
+        return [
+            uuid.UUID(str(row[0])).hex
+            for row in query_store(
+                across.envs["b"],
+                "SELECT id FROM bus_entry WHERE content LIKE ? ORDER BY seq",
+                (f"load {tag} %",),
+            )
+        ]
+
+    eventually(lambda: len(landed_on_b()) >= 100, timeout=420, what="all 100 crossed")
+    assert landed_on_b() == [uuid.UUID(i).hex for i in sent]  # in order, each once
+    eventually(lambda: waiting() == 0, timeout=60, what="nothing left waiting")
+    status = json.loads(across.on_a("relay", "status", "--json").stdout)
+    [room] = [r for r in status["rooms"] if r["room"] == "team"]
+    assert room["here"]["pushed"] >= 100
+    eventually(
+        lambda: json.loads(across.on_a("relay", "status", "--json").stdout)["rooms"][0]["here"][
+            "error"
+        ]
+        is None,
+        timeout=90, what="the error cleared once a push and a pull worked",
+    )  # fmt: skip

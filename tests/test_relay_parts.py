@@ -274,4 +274,6 @@ def test_a_roster_makes_a_machines_seats_members_and_parts_those_it_no_longer_na
     assert Seat.objects.get(name="api@laptop#1").liveness(timezone.now()) == rules.LIVE
     # a name nobody knew of is now one the room knows: a send to it is not refused
     writer = make_seat("web-app", team)
-    assert send(writer, team, "hello", to=["api@laptop"])["wakes"] == ["api@laptop#1"]
+    report = send(writer, team, "hello", to=["api@laptop"])
+    # its own machine decides whether it is woken: never claimed here
+    assert (report["wakes"], report["decidedThere"]) == ([], ["api@laptop#1"])

@@ -98,7 +98,7 @@ def send_entry(
         _mark_wrote(seat, ts)
         wakes, notices = decided.wakes, decided.notices
 
-    report = wire.send_report(entry, seat, wakes, notices)
+    report = wire.send_report(entry, seat, wakes, notices, decided.there)
     if not seat.session_id and via == "cli":
         report["warning"] = (
             f"no session id: writing as the bare agent name {seat.name!r}, which several "
@@ -312,7 +312,9 @@ class Decided:
     """The wake rule for every reader of the room, before anything is written: the
     ledger rows (of the seats the entry is a claim on, woken or quieted), the count of
     every other reason, what `send` answers (`wakes`, `notices`) and the woken seats to
-    ring."""
+    ring. `there`: the seats of other machines the entry is a claim on, woken or quiet as
+    their own machine decides (it knows their quiet and liveness; this one does not), so
+    `send` never says of them that they are woken or quiet."""
 
     rows: list[WakeDecision]
     unwoken: Counter[str]
@@ -321,6 +323,7 @@ class Decided:
     notices: list[str]
     woken_ids: list[int]
     at: datetime
+    there: list[str]
 
 
 def _decide(
@@ -348,7 +351,7 @@ def _decide(
         if len(asked) < len(members):
             reasons["not_addressed"] = unwoken["not_addressed"] = len(members) - len(asked)
     readers = rosters.readers(asked)
-    rows, wakes, woken_ids = [], [], []
+    rows, wakes, woken_ids, there = [], [], [], []
     for reader in readers:
         decision = rules.decide_wake(facts, reader.member.facts, at)
         reasons[decision.reason] += 1
@@ -370,20 +373,27 @@ def _decide(
                 gone=liveness == rules.GONE,
             )
         )
-        if decision.woken:
+        if "@" in reader.agent_name:  # a seat of another machine: decided there
+            there.append(reader.name)
+        elif decision.woken:
             woken_ids.append(reader.pk)
             if liveness != rules.GONE:
                 wakes.append(reader.name)
     # The live seats that were not woken are counted only for the notice of an entry
     # that wakes nobody (rules.send_notices): the only one that names them.
     other_live = 0
-    if not wakes:
+    if not wakes and not there:
         everyone = readers if asked is members else rosters.readers(members)
-        other_live = sum(1 for r in everyone if r.liveness(at) == rules.LIVE)
+        other_live = sum(
+            1 for r in everyone if r.liveness(at) == rules.LIVE and "@" not in r.agent_name
+        )
 
     statuses = []
+    local = [r for r in readers if "@" not in r.agent_name]
     for name in entry.to:  # `readers` are exactly the readers `to` names
-        matching = [r for r in readers if rules.addressed_to([name], r.member.facts)]
+        matching = [r for r in local if rules.addressed_to([name], r.member.facts)]
+        if not matching and any(rules.addressed_to([name], r.member.facts) for r in readers):
+            continue  # only seats of other machines: their own machine tells of them
         quiet = [r for r in matching if r.is_quiet(at)]
         all_quiet = bool(matching) and len(quiet) == len(matching)
         statuses.append(
@@ -407,7 +417,7 @@ def _decide(
         long_chars=settings.LONG_CHARS,
         inbox_chars=settings.INBOX_CHARS,
     )
-    return Decided(rows, unwoken, reasons, sorted(wakes), notices, woken_ids, at)
+    return Decided(rows, unwoken, reasons, sorted(wakes), notices, woken_ids, at, sorted(there))
 
 
 def _record(entry: Entry, decided: Decided, *, sender: Seat) -> None:

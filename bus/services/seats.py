@@ -3,7 +3,7 @@ themselves (focus, quiet). Also the `salon.agents/1` projection and `prune`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -161,13 +161,15 @@ def remote_seat(*, name: str, room: Room, wrote_at: datetime) -> Seat:
     """The seat of a session on another machine (`web-app@macmini#7b02e5d1`) as an entry
     of it lands here through the relay: a member of the room it wrote in (so it can be
     answered and addressed like any seat), its last sign of life and last write the time
-    it wrote."""
+    it wrote. A writer with no session (`nightly@laptop`: a webhook, a cron job) is a
+    writer here, as it is on its own machine, not a member."""
     # Every entry of a busy room lands through here: the seat of the last one is usually
     # known and in the room already, which costs two reads and one write.
     seat = Seat.objects.select_related("agent").filter(name=name, remote=True).first()
     if seat is None:
         seat = _remote_seat(name)
-    if not Membership.objects.current().filter(seat=seat, room=room).exists():
+    session = "#" in name
+    if session and not Membership.objects.current().filter(seat=seat, room=room).exists():
         rooms.ensure_membership(seat, room)
     at = Value(wrote_at)
     Seat.objects.filter(pk=seat.pk).update(
@@ -178,14 +180,21 @@ def remote_seat(*, name: str, room: Room, wrote_at: datetime) -> Seat:
 
 
 def remote_roster(
-    *, room: Room, device: str, seats: Sequence[tuple[str, str]], live_for: timedelta
+    *,
+    room: Room,
+    device: str,
+    seats: Sequence[tuple[str, str]],
+    live_for: timedelta,
+    focus: Mapping[str, dict | None] | None = None,
 ) -> list[str]:
     """Who is in `room` on machine `device`, as its bridge last said: [(seat, liveness)].
 
     Each named seat is a member here (so it can be addressed before it writes), with
     the liveness it has there: `live` holds for `live_for` (its bridge says so again
     before then while it stays live), `unknown` and `gone` read as such at once. A seat
-    of that machine the roster no longer names has left the room. Returns the seats."""
+    of that machine the roster no longer names has left the room. `focus`: the focus of
+    the seats whose line carried one ({"text", "files", "phase", "ts"}, None: none),
+    checked as a local focus is. Returns the seats."""
     at = timezone.now()
     named = []
     for name, liveness in seats:
@@ -199,12 +208,31 @@ def remote_roster(
             changes = {"last_seen": at - rules.LIVE_WINDOW, "live_until": None}
         else:
             changes = {"last_seen": at - rules.UNKNOWN_WINDOW, "live_until": None}
+        if focus and name in focus:
+            changes.update(_remote_focus(focus[name]))
         Seat.objects.filter(pk=seat.pk).update(**changes)
         named.append(seat.name)
     Membership.objects.current().filter(
         room=room, seat__remote=True, seat__agent__name__endswith=f"@{device}"
     ).exclude(seat__name__in=named).update(left_at=at)
     return named
+
+
+def _remote_focus(focus: dict | None) -> dict:
+    """A remote seat's focus as its roster said it, as Seat fields."""
+    if not focus:
+        return {"focus_text": "", "focus_files": [], "focus_phase": "", "focus_ts": None}
+    phase = focus.get("phase") or ""
+    try:
+        ts = datetime.fromisoformat(str(focus.get("ts")).replace("Z", "+00:00"))
+    except ValueError:
+        ts = None
+    return {
+        "focus_text": rules.validate_focus_text(focus.get("text") or ""),
+        "focus_files": rules.split_files(list(focus.get("files") or [])) or [],
+        "focus_phase": rules.validate_phase(phase) if phase else "",
+        "focus_ts": ts if ts is not None and ts.tzinfo else None,
+    }
 
 
 def seat_by_name(name: str) -> Seat | None:

@@ -100,8 +100,22 @@ def document(half: str, seat: Seat, entry: Entry, *, woken: bool, reason: str) -
             "re": str(entry.re) if entry.re else None,
             "fence": fence,
             "content": fenced(entry.content, fence),
+            # What its writer is on (a seat of another machine: as its roster said).
+            "fromFocus": _focus_of(entry.sender),
         },
         "rule": {"woken": woken, "reason": reason},
+    }
+
+
+def _focus_of(name: str) -> dict | None:
+    writer = Seat.objects.filter(name=name).only("focus_text", "focus_files", "focus_phase")
+    writer = writer.first()
+    if writer is None or not writer.focus_text:
+        return None
+    return {
+        "text": writer.focus_text,
+        "files": rules.names_in(writer.focus_files),
+        "phase": writer.focus_phase,
     }
 
 

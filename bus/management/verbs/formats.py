@@ -184,6 +184,8 @@ def format_bridge(bridge: dict, now: str | None = None) -> str:
     words = [f"bridged to {bridge['relay']} as {bridge['device']}"]
     words.append(f"synced {ago(bridge['lastSync'], now)}")
     words.append(f"{bridge['pushed']} sent, {bridge['landed']} received")
+    if bridge.get("waiting"):
+        words.append(f"{bridge['waiting']} waiting to be sent")
     if bridge.get("refused"):
         words.append(f"{bridge['refused']} REFUSED (did not decrypt or check out)")
     if bridge.get("rejected"):

@@ -68,7 +68,8 @@ class Send(Verb):
                 out.note(f"salon send: notice: {line}")
         else:
             to = ", ".join(report["to"]) or "everyone"
-            wakes = ", ".join(report["wakes"]) or "nobody"
+            there = [f"{name} (decided there)" for name in report.get("decidedThere", [])]
+            wakes = ", ".join([*report["wakes"], *there]) or "nobody"
             out.say(
                 f"sent {report['type']} to {to} in {report['room']} as {report['from']} "
                 f"(id {report['id']})\nwakes: {wakes}"

@@ -42,6 +42,7 @@ class Command(SalonCommand):
         self.stderr.write(
             f"on {made['device']}, run: salon join <the line above> (single use, valid "
             f"{made['expiresIn']} s; it carries room {made['room']}'s key: hand it over "
-            "out of band)",
+            f"out of band). Redeemed, it replaces any token {made['device']} holds for "
+            f"{made['room']}: the old one stops working.",
             style_func=lambda s: s,
         )

@@ -1,4 +1,10 @@
-"""`salon relay use|status|serve|bridge|join`: the relay between machines (docs/RELAY.md)."""
+"""`salon relay use|status|serve|bridge|sync|revoke|join`: the relay between machines
+(docs/RELAY.md).
+
+`salon relay sync` exits 0 when every bridged room was pushed and pulled, 1 when the
+relay refused or could not be reached (the error is printed, and shown by `salon rooms`
+until a push and a pull succeed), 3 when entries still wait for the relay's rate window
+(run it again later)."""
 
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ ACTIONS = {
     "status": "this machine's bridged rooms and the relay's side of each",
     "serve": "run this agent-salon as a relay (needs AGENT_SALON_RELAY_SECRET)",
     "bridge": "carry the bridged rooms when no daemon runs (the daemon does it otherwise)",
+    "sync": "push and pull every bridged room once, then exit (cron, CI)",
+    "revoke": "end one device's tokens on the relay (the operator's machine)",
     "join": "redeem a salon-join: string (also `salon join salon-join:…`)",
 }
 
@@ -55,6 +63,12 @@ class Command(SalonCommand):
 
     def arguments_bridge(self, parser):
         pass
+
+    def arguments_sync(self, parser):
+        parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    def arguments_revoke(self, parser):
+        parser.add_argument("device", help="the device to revoke, as `salon relay status` names it")
 
     def arguments_join(self, parser):
         parser.add_argument(
@@ -130,12 +144,54 @@ class Command(SalonCommand):
                 "`openssl rand -hex 32`); give the same value to `salon relay use`"
             )
         self.stdout.write(
-            "relay mode: /relay/v1/ · retention "
+            "relay mode: /relay/v1/ and /healthz only · retention "
             f"{settings.RELAY_RETENTION_HOURS} h · at most {settings.RELAY_RATE} entries a "
             f"minute per device, {settings.RELAY_ROOM_ENTRIES} entries and "
             f"{settings.RELAY_ROOM_BYTES} bytes per room"
         )
-        call_command("serve", bind=bind, port=port, workers=workers, no_migrate=no_migrate)
+        call_command(
+            "serve", bind=bind, port=port, workers=workers, no_migrate=no_migrate, relay_only=True
+        )
+
+    def do_revoke(self, *, device, **options):
+        done = handshake.revoke(device)
+        rooms = ", ".join(done["rooms"])
+        self.stdout.write(
+            f"device {done['device']} is revoked on {done['relay']} (rooms: {rooms}): its "
+            "tokens and every invite made for it until now are refused; a new invite "
+            f"(`salon invite ROOM --for {done['device']}`) brings it back"
+        )
+
+    def do_sync(self, **options):
+        from relay.bridge import sync_once
+        from relay.keys import KeysError
+
+        try:
+            result = asyncio.run(sync_once())
+        except KeysError as exc:
+            raise CommandError(str(exc)) from None
+        if not result["relay"] or not result["rooms"]:
+            raise CommandError(
+                "this machine bridges no room (`salon join salon-join:…`, or `salon invite`)"
+            )
+        if options.get("json"):
+            self.stdout.write(_dumps(result))
+        failed = [r for r in result["rooms"] if r["error"]]
+        waiting = [r for r in result["rooms"] if (r.get("bridge") or {}).get("waiting")]
+        if not options.get("json"):
+            for room in result["rooms"]:
+                self.stdout.write(_synced(room))
+        if failed:
+            raise CommandError(
+                f"{len(failed)} of {len(result['rooms'])} room(s) did not sync: "
+                + "; ".join(f"{r['room']}: {r['error']}" for r in failed)
+            )
+        if waiting:
+            self.stderr.write(
+                "entries still wait for the relay's rate window: run `salon relay sync` "
+                "again in a minute"
+            )
+            raise SystemExit(3)
 
     def do_bridge(self, **options):
         from relay.bridge import run_alone
@@ -143,6 +199,16 @@ class Command(SalonCommand):
         self.stdout.write("bridging this store's rooms; Ctrl-C stops")
         self.stdout.flush()
         asyncio.run(run_alone())
+
+
+def _synced(room: dict) -> str:
+    if room.get("held"):
+        return f"{room['room']}: not synced here: {room['held']}"
+    if room["error"]:
+        return f"{room['room']}: error: {room['error']}"
+    words = f"{room['room']}: {room['pushed']} sent, {room['landed']} received"
+    left = (room.get("bridge") or {}).get("waiting")
+    return words + (f", {left} still waiting (the relay's rate)" if left else "")
 
 
 def _dumps(data) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 import socket
 import subprocess
@@ -35,13 +36,17 @@ class Command(SalonCommand):
             help="daphne processes sharing the one listening socket (more than 1 needs "
             "REDIS_URL, and DATABASE_URL for PostgreSQL is recommended)",
         )
+        # `salon relay serve`: the relay's API and /healthz only, no daemon.
+        parser.add_argument("--relay-only", action="store_true", help=argparse.SUPPRESS)
 
     def handle(self, *args, bind=None, port=None, no_migrate=False, workers=1, **options):
         bind = bind or settings.BIND
         port = port if port is not None else settings.PORT
+        self.relay = bool(options.get("relay_only"))
         if workers < 1:
             raise CommandError("--workers must be 1 or more")
-        if workers > 1 and not settings.REDIS_URL:
+        # A relay's workers share nothing but the database (a long poll looks at it).
+        if workers > 1 and not settings.REDIS_URL and not self.relay:
             raise CommandError(
                 "several workers hand streams over to each other through Redis: set "
                 "REDIS_URL (e.g. redis://127.0.0.1:6379/0), or run one worker"
@@ -54,10 +59,11 @@ class Command(SalonCommand):
             with store.migration_lock(where.db_path):
                 call_command("migrate", interactive=False, verbosity=0)
         if workers == 1:
-            if serving.port_free(bind, port):
+            if serving.port_free(bind, port) and not self.relay:
                 companions.server_starting()
             banner = lambda: self.print_banner(bind, port)  # noqa: E731
-            if not serving.run(serving.tcp_endpoint(bind, port), on_listening=banner):
+            endpoint = serving.tcp_endpoint(bind, port)
+            if not serving.run(endpoint, on_listening=banner, relay=self.relay):
                 raise CommandError(serving.bind_failure(bind, port))
         else:
             self.supervise(bind, port, workers)
@@ -75,10 +81,13 @@ class Command(SalonCommand):
             listener.close()
             raise CommandError(serving.bind_failure(bind, port)) from None
         listener.listen(1024)
-        companions.server_starting()
+        if not self.relay:
+            companions.server_starting()
         listener.set_inheritable(True)
         fd = listener.fileno()
         command = [sys.executable, "-m", "salon.serving", "--fd", str(fd)]
+        if self.relay:
+            command.append("--relay")
         stopping = False
 
         def start() -> subprocess.Popen:
@@ -119,6 +128,16 @@ class Command(SalonCommand):
         host = f"[{bind}]" if ":" in bind else bind
         base = f"http://{host}:{port}"
         found = store.describe(config.merged_environment())
+        if getattr(self, "relay", False):
+            self.stdout.write(f"agent-salon relay listening on {base}")
+            for line in store.describe_lines(found)[:3]:
+                self.stdout.write(f"  {line}")
+            self.stdout.write(f"  relay API    : {base}/relay/v1/")
+            self.stdout.write(f"  health       : {base}/healthz")
+            self.stdout.write("  nothing else is served on this address")
+            self.stdout.write("Press Ctrl-C to stop.")
+            self.stdout.flush()
+            return
         self.stdout.write(f"agent-salon listening on {base}")
         for line in store.describe_lines(found)[:3]:  # its own line is not up: no servers
             self.stdout.write(f"  {line}")

@@ -1,0 +1,167 @@
+"""Across a network link: one-way delivery through a relay between two network
+namespaces (docs/RELAY.md). Needs root and `ip netns`.
+
+The relay and machine A run in this namespace; machine B runs in a namespace of its own,
+joined by a veth pair, and reaches the relay only at its address on that link (B's
+127.0.0.1 is B's own). Three real daemons on fresh SQLite stores, joined by the real
+handshake commands; B has one seat in the room, so every QUESTION that lands there is
+decided for it, at the moment it was stored on B.
+
+N QUESTIONs (1,000; 100 with --quick) are posted to A's /notify one after another, as
+fast as one client posts: one entry's latency is the time it was stored on B minus its
+time on A (one kernel, one clock); entries/s is N over the time from the first post to
+the last entry stored on B. No rate limit is in the way (AGENT_SALON_RELAY_RATE is
+raised), so what is measured is the path: A's bridge, the link, the relay, B's bridge.
+
+    python -m bench.relay_netns [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import Figure, percentile, scenario_main, summary
+from bench.relay import SECRET, _all_stored, _env, _synced, _unix, _wait
+from tests.support import Daemon, run_salon, salon_cmd
+
+READER_SESSION = "beb0beb0-0000-4000-8000-000000000001"
+
+
+def _ip(*args: str) -> None:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+
+class _Namespaced(Daemon):
+    """A daemon listening on `address`, inside `namespace` when one is given."""
+
+    namespace: str = ""
+    address: str = "127.0.0.1"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{self.port}"
+
+    def launch(self) -> Daemon:
+        self.log_path = self.cwd / f"daemon-{self.port}.log"
+        prefix = ["ip", "netns", "exec", self.namespace] if self.namespace else []
+        self.process = subprocess.Popen(
+            [*prefix, *salon_cmd(*self.command, "--bind", self.address, "--port", str(self.port))],
+            env=self.env, cwd=self.cwd, stdout=self.log_path.open("ab"),
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        return self
+
+
+@contextlib.contextmanager
+def two_namespaces() -> Iterator[tuple[Daemon, Daemon, Daemon]]:
+    tag = os.getpid() % 100000
+    namespace, outer, inner = f"salon-bn-{tag}", f"vba{tag}", f"vbb{tag}"
+    octet = 1 + tag % 250
+    here, there = f"10.215.{octet}.1", f"10.215.{octet}.2"
+    base = Path(tempfile.mkdtemp(prefix="salon-bench-netns-"))
+    tmp = tempfile.mkdtemp(prefix="sbn-", dir="/tmp")
+    daemons: list[Daemon] = []
+    _ip("netns", "add", namespace)
+    try:
+        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        _ip("link", "set", inner, "netns", namespace)
+        _ip("addr", "add", f"{here}/30", "dev", outer)
+        _ip("link", "set", outer, "up")
+        _ip("-n", namespace, "addr", "add", f"{there}/30", "dev", inner)
+        _ip("-n", namespace, "link", "set", inner, "up")
+        _ip("-n", namespace, "link", "set", "lo", "up")
+        for name in ("relay", "a", "b"):
+            directory = base / name
+            directory.mkdir()
+            extra = {"AGENT_SALON_RELAY_RATE": "1000000"}
+            if name == "relay":
+                extra["AGENT_SALON_RELAY_SECRET"] = SECRET
+            command = ("relay", "serve") if name == "relay" else ("serve",)
+            daemons.append(_Namespaced(env=_env(directory, tmp, **extra), cwd=directory,
+                                       command=command))  # fmt: skip
+        relay, a, b = daemons
+        relay.address = here
+        b.namespace, b.address = namespace, there
+        for running in daemons:
+            running.launch()
+        for running in daemons:
+            running.wait_ready(120)
+        done = run_salon("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA",
+                         env=a.env, cwd=a.cwd)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert run_salon("rooms", "--create", "team", env=a.env, cwd=a.cwd).returncode == 0
+        invited = run_salon("invite", "team", "--for", "machineB", env=a.env, cwd=a.cwd)
+
+        def on_b(*args: str, **env: str) -> subprocess.CompletedProcess:
+            return subprocess.run(["ip", "netns", "exec", namespace, *salon_cmd(*args)],
+                                  env={**b.env, **env}, cwd=b.cwd, capture_output=True,
+                                  text=True, timeout=120)  # fmt: skip
+
+        joined = on_b("join", invited.stdout.strip())
+        assert joined.returncode == 0, joined.stderr
+        reader = {"AGENT_SALON_NAME": "reader", "CLAUDE_CODE_SESSION_ID": READER_SESSION}
+        assert on_b("join", "team", **reader).returncode == 0
+        _wait(lambda: _synced(a) and _synced(b), 90, "both bridges synced")
+        yield relay, a, b
+    finally:
+        for running in daemons:
+            running.stop()
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        subprocess.run(["ip", "link", "del", outer], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def one_way(a: Daemon, b: Daemon, count: int) -> tuple[list[float], float]:
+    """Per entry, posted on A → stored on B (ms); and entries/s over the whole run."""
+    tag = f"ns-{uuid.uuid4().hex[:6]}"
+    sent: dict[str, float] = {}
+    started = time.time()
+    with httpx.Client(timeout=30) as http:
+        for n in range(count):
+            answer = http.post(
+                f"{a.url}/notify?label=asker",
+                json={"content": f"{tag} {n}", "room": "team", "type": "QUESTION"},
+            )
+            assert answer.status_code == 202, answer.text
+            report = answer.json()
+            sent[uuid.UUID(report["id"]).hex] = _unix(report["ts"])
+    stored = _all_stored(b, tag, count, 600)
+    return [(stored[i] - sent[i]) * 1000 for i in sent], count / (max(stored.values()) - started)
+
+
+def run(quick: bool) -> list[Figure]:
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        return [Figure("Relay across two network namespaces", None, "",
+                       error="needs root and `ip netns`")]  # fmt: skip
+    count = 100 if quick else 1000
+    with two_namespaces() as (_relay, a, b):
+        values, rate = one_way(a, b, count)
+    where = f"{count} entries posted back to back, A and B in two network namespaces"
+    return [
+        Figure(f"Relay one way across a veth link, posted on A → stored on B, p50 ({where})",
+               round(statistics.median(values), 1), "ms", detail=summary(values)),
+        Figure("Relay one way across a veth link, p99", round(percentile(values, 99), 1), "ms"),
+        Figure(f"Relay across a veth link, {count} entries A → relay → B",
+               round(rate, 1), "entries/s", higher_is_better=True),
+    ]  # fmt: skip
+
+
+if __name__ == "__main__":
+    scenario_main(run, __doc__)
