@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from bus import ledger, rules, wire
-from bus.models import Entry, Seat, WakeDecision
+from bus.models import Entry, Request, Seat, WakeDecision
 from bus.services import recording, rooms
 from patches.django import CompiledLookup
 
@@ -143,6 +143,11 @@ def owe_inherited(*, seat: Seat, room, cursor: int) -> int:
             entry_id__in=ids, seat__agent_id=seat.agent_id, told_at__isnull=False
         ).values_list("entry_id", flat=True)
     )
+    # A request its project's policy served, denied or is settling wakes nobody there:
+    # nor a session that arrives later.
+    held = set(Request.objects.holding().filter(entry_id__in=ids).values_list("pk", flat=True))
+    if held:
+        rows = [row for row in rows if row[0] not in held]
     re_ids = {row[6] for row in rows if row[6]}
     authors = dict(Entry.objects.filter(id__in=re_ids).values_list("id", "sender"))
     facts, agent, at = seat.facts(), seat.agent.name, timezone.now()

@@ -120,6 +120,11 @@ class Verb:
         """The operation's JSON arguments (raise UsageError for a bad combination)."""
         return {}
 
+    def follow(self, result, options: argparse.Namespace, answer: Callable[[dict], dict]):
+        """What to print, after asking more of the same store if the verb needs to
+        (`answer(request)` takes an op and its args); the result as it came by default."""
+        return result
+
     def show(self, result, options: argparse.Namespace, out: Output) -> int | None:
         """Print the answer; a verb whose answer is a verdict on something (`policy
         check`) returns its exit status."""
@@ -212,8 +217,12 @@ def run(argv: list[str], *, caller: dict, answer: Answer, out: Output | None = N
     if "refusal" in reply:
         out.note(f"{prefix}: {one_line(reply['refusal'])}")
         return int(reply.get("status", 1))
+
+    def more(request: dict) -> dict:
+        return answer({**request, "caller": caller})
+
     try:
-        status = verb.show(reply["result"], options, out)
+        status = verb.show(verb.follow(reply["result"], options, more), options, out)
     except BrokenPipeError:
         return 1  # the reader went away (`salon history team | head`): nothing left to say
     return status or 0
