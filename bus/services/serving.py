@@ -265,22 +265,3 @@ def wait_answer(entry_id, seconds: float) -> dict:
             return shown or {"answer": None}
         time.sleep(min(pause, left))
         pause = min(pause * 2, 0.05)
-
-
-def counts(since: datetime) -> dict:
-    """Requests with an ask key decided since `since`: served, gated, denied (declined
-    gates included) and woken, and the turns saved (every request that woke nobody)."""
-    rows = Request.objects.filter(decided_at__gte=since)
-    served = rows.filter(outcome=Request.SERVED).count()
-    denied = rows.filter(outcome__in=[Request.DENIED, Request.DECLINED]).count()
-    gated = rows.filter(verdict=policy.GATE).count()
-    woken = rows.filter(outcome=Request.WOKEN).count()
-    pending = rows.filter(outcome="").count()
-    return {
-        "served": served,
-        "gated": gated,
-        "denied": denied,
-        "woken": woken,
-        "pending": pending,
-        "turnsSaved": served + denied,
-    }
