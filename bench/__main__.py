@@ -46,6 +46,7 @@ SCENARIOS = {
     "relay": ("bench.relay", [], 900),
     "side_by_side": ("bench.side_by_side", [], 2400),
     "workers": ("bench.workers", [], 600),
+    "ask": ("bench.ask", [], 600),
 }
 
 
