@@ -129,7 +129,7 @@ def _settle_claimed(row: Request) -> str:
 
 def _serve(row: Request) -> str:
     if _runner is None:
-        return fall_to_wake(row, f"{row.reason}, but nothing here can run a serve command")
+        return fall_to_wake(row, "nothing here can run a serve command")
     served = _runner(
         list(row.argv or []),
         root=row.root,
@@ -138,20 +138,20 @@ def _serve(row: Request) -> str:
         timeout=settings.SERVE_TIMEOUT,
     )
     if not served.ok:
-        return fall_to_wake(row, f"the serve failed ({served.reason}): a person is woken")
+        return fall_to_wake(row, f"the serve failed ({served.reason})")
     return _answer(row, Request.SERVED, served.output, seconds=served.seconds)
 
 
 def _gate(row: Request) -> str:
     if not settings.TRIAGE_CMD:
-        return fall_to_wake(row, f"{row.reason}; no triage judge is set: a person is woken")
+        return fall_to_wake(row, "no triage judge is set (AGENT_SALON_TRIAGE_CMD)")
     entry = Entry.objects.select_related("room").get(pk=row.pk)
     answer = judge.ask(settings.TRIAGE_CMD, gate_document(entry, row), settings.TRIAGE_TIMEOUT)
     if answer == judge.YES:
-        return fall_to_wake(row, f"{row.reason}; the judge said a person should see it")
+        return fall_to_wake(row, "the judge said a person should see it")
     if answer == judge.NO:
         return _answer(row, Request.DECLINED, f"declined: {row.reason}; the judge said no")
-    return fall_to_wake(row, f"{row.reason}; the judge gave no clear answer: a person is woken")
+    return fall_to_wake(row, "the judge gave no clear answer")
 
 
 def gate_document(entry: Entry, row: Request) -> dict:
@@ -195,7 +195,7 @@ def _answer(row: Request, outcome: str, text: str, *, seconds: float | None = No
         )
     except RuleError as exc:
         Request.objects.filter(pk=row.pk).update(outcome="")
-        return fall_to_wake(row, f"the answer could not be written ({exc}): a person is woken")
+        return fall_to_wake(row, f"the answer could not be written ({exc})")
     Request.objects.filter(pk=row.pk).update(answer=report["id"])
     return outcome
 
@@ -224,7 +224,7 @@ def sweep(now: datetime | None = None) -> dict:
     stale_before = now - timedelta(seconds=work) - STALE_GRACE
     done = {"woken": 0, "settled": 0}
     for row in Request.objects.open().filter(claimed_at__lt=stale_before)[:SWEEP_LIMIT]:
-        why = "the process serving it stopped before it answered: a person is woken"
+        why = "the process serving it stopped before it answered"
         if fall_to_wake(row, why, stale_before=stale_before):
             done["woken"] += 1
     unclaimed = Request.objects.open().filter(
