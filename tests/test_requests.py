@@ -164,7 +164,8 @@ def test_the_served_answer_is_an_answer_re_the_request_written_by_the_receiving_
     report = ask(rooms, "web-app", "status:db", "--wait", "10")
     rows = query(
         rooms,
-        "SELECT type, sender, via, re FROM bus_entry WHERE content LIKE 'db is up%'",
+        "SELECT type, sender, via, re FROM bus_entry WHERE content LIKE ?",
+        "db is up%",
     )
     assert len(rows) == 1
     kind, sender, via, re = rows[0]
@@ -184,7 +185,7 @@ def test_a_serve_that_fails_falls_to_wake_once_and_releases_nothing(rooms, web):
     assert untold_rows(rooms, WEB_SEAT) == [("REQUEST", "addressed")]
     block = stop_blocks(rooms, web)
     assert block is not None and block["decision"] == "block"
-    assert query(rooms, "SELECT count(*) FROM bus_entry WHERE content LIKE '%secret-ish%'") == [
+    assert query(rooms, "SELECT count(*) FROM bus_entry WHERE content LIKE ?", "%secret-ish%") == [
         (0,)
     ]
 
