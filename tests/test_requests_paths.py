@@ -39,7 +39,9 @@ async def client():
 # ---------------------------------------------------------------- push and the tool
 
 
-async def test_a_served_ask_through_the_tool_is_answered_and_never_pushed(env, web, daemon, client):
+async def test_a_served_ask_through_the_tool_is_answered_never_pushed_nor_told_by_wait(
+    env, web, daemon, client
+):
     hook_json(hook(env, "session-start", WEB_SESSION, web))  # records web-app's project
     reader = await RawSession(client, daemon.url, "label=web-app").open()
     asker = await RawSession(client, daemon.url, "label=consumer-b").open()
@@ -56,7 +58,10 @@ async def test_a_served_ask_through_the_tool_is_answered_and_never_pushed(env, w
             "send", {"text": "please look", "type": "REQUEST", "to": [reader_seat]}
         )
         event = await stream.next()
+        # The wait tool tells the control, and nothing of the served request.
+        waited = await reader.result("wait", {"timeout": 5})
     assert event["message"]["params"]["meta"]["id"] == control["id"]
+    assert [entry["id"] for entry in waited["entries"]] == [control["id"]]
     assert runs(web) == 1
     pushed = query(
         env,
