@@ -115,7 +115,7 @@ def run(quick: bool) -> list[Figure]:
         migrate(env)
         asker = prepare(env, Path(tmp))
         figures += figures_of(
-            "no daemon, the command serves, SQLite", *measure(asker, Path(tmp), runs)
+            "no daemon, the command serves, SQLite, 1 in flight", *measure(asker, Path(tmp), runs)
         )
     return figures
 
