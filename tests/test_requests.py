@@ -63,6 +63,12 @@ ask = "port:*"
 to = ["qa"]
 since = {since}
 serve = ["scripts/status.sh", "{{2}}"]
+
+[[grant]]
+ask = "review:*"
+to = ["consumer-b"]
+since = {since}
+verdict = "wake"
 {extra}"""
 
 
@@ -114,15 +120,6 @@ def untold_rows(env, seat: str) -> list[tuple]:
         "WHERE w.seat_name = ? AND w.woken AND w.told_at IS NULL",
         seat,
     )
-
-
-def request_row(env, entry_id: str):
-    rows = query(
-        env,
-        "SELECT verdict, outcome, reason, answer FROM bus_request WHERE entry_id = ?",
-        entry_id.replace("-", "") if not env.get("DATABASE_URL") else entry_id,
-    )
-    return rows[0] if rows else None
 
 
 def stop_blocks(env, root: Path, session: str = WEB_SESSION):
@@ -190,7 +187,27 @@ def test_a_serve_that_fails_falls_to_wake_once_and_releases_nothing(rooms, web):
     ]
 
 
+def test_a_serve_that_times_out_falls_to_wake_saying_so(rooms, web):
+    (web / "scripts" / "status.sh").write_text(
+        f'#!/bin/sh\necho run >> "{web}/runs"\nsleep 30\necho late\n'
+    )
+    env = dict(rooms, AGENT_SALON_SERVE_TIMEOUT="1")
+    report = ask(env, "web-app", "status:db", "--wait", "10")
+    assert report["outcome"] == "woken"
+    assert "did not finish within 1 s" in report["woke"]
+    assert runs(web) == 1
+    assert untold_rows(rooms, WEB_SEAT) == [("REQUEST", "addressed")]
+
+
 # ---------------------------------------------------------------- the other verdicts
+
+
+def test_a_grant_whose_verdict_is_wake_wakes_a_person_as_written(rooms, web):
+    report = ask(rooms, "web-app", "review:pr-12")
+    assert report["verdict"] == "wake"
+    assert report["wakes"] == [WEB_SEAT]
+    assert report["outcome"] == "woken"
+    assert runs(web) == 0
 
 
 def test_an_ask_to_a_project_with_no_policy_wakes_as_before(rooms, web):
