@@ -140,13 +140,9 @@ def _ask(call: Call) -> dict:
 
 
 def _answer_of(call: Call) -> dict:
-    """Where a request stands, waiting at most a short moment (the command asks again)."""
-    seconds = min(float(call.args.get("wait") or 0), ANSWER_LOOK_SECONDS)
-    return services.serving.wait_answer(call.args["id"], seconds)
-
-
-# One `answer` look holds a server's database thread at most this long.
-ANSWER_LOOK_SECONDS = 0.0
+    """Where a request stands now, in one look (`salon ask --wait` asks again until its
+    time is up: a server's database thread never waits for an answer)."""
+    return services.serving.wait_answer(call.args["id"], 0)
 
 
 def _inbox(call: Call) -> dict:
