@@ -220,11 +220,13 @@ def test_an_ask_to_a_project_with_no_policy_wakes_as_before(rooms, web):
 
 
 def test_an_invalid_policy_wakes_and_serves_nothing_naming_the_line(rooms, web):
-    (web / ".agent-salon" / "policy.toml").write_text(grants(extra='verdict = "deny"\n'))
+    serve = 'serve = ["scripts/status.sh", "{2}"]\n'
+    both = grants().replace(serve, serve + 'verdict = "deny"\n', 1)
+    (web / ".agent-salon" / "policy.toml").write_text(both)
     report = ask(rooms, "web-app", "status:db")
     assert report["verdict"] == "wake"
     assert "the policy cannot be read (line " in report["reason"]
-    assert "both serve and verdict" in report["reason"]
+    assert "line 6: the grant has both serve and verdict" in report["reason"]
     assert report["wakes"] == [WEB_SEAT]
     assert runs(web) == 0
 
