@@ -47,6 +47,7 @@ SCENARIOS = {
     "relay_netns": ("bench.relay_netns", [], 900),
     "side_by_side": ("bench.side_by_side", [], 2400),
     "workers": ("bench.workers", [], 600),
+    "ask": ("bench.ask", [], 600),
 }
 
 

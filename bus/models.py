@@ -243,7 +243,13 @@ def _new_entry_id() -> uuid.UUID:
 
 
 class Entry(models.Model):
-    VIA_CHOICES = [("tool", "tool"), ("cli", "cli"), ("notify", "notify"), ("relay", "relay")]
+    VIA_CHOICES = [
+        ("tool", "tool"),
+        ("cli", "cli"),
+        ("notify", "notify"),
+        ("relay", "relay"),
+        ("policy", "policy"),  # an ANSWER a project's policy wrote (bus.services.serving)
+    ]
 
     id = models.UUIDField(primary_key=True, default=_new_entry_id, editable=False)
     # No index of its own: the unique (room, seq) serves every lookup by room.
@@ -489,3 +495,61 @@ class Token(models.Model):
 
     def __str__(self) -> str:
         return f"token for {self.label}"
+
+
+class RequestQuerySet(models.QuerySet):
+    def open(self):
+        """Requests whose outcome is not settled yet: a serve or a gate not done."""
+        return self.filter(outcome="")
+
+    def holding(self):
+        """Requests that wake nobody in the receiving project: served, denied, declined,
+        or still being served or judged (a verdict of wake, and a fall to wake, hold
+        nothing)."""
+        return self.exclude(verdict="wake").exclude(outcome="woken")
+
+
+class Request(models.Model):
+    """A REQUEST with an ask key, and what the receiving project's policy made of it
+    (bus.services.requests). One row per such entry, written in the sending (or landing)
+    transaction with the verdict; a request to an agent of another machine has none here
+    (it is evaluated where it lands).
+
+    `outcome` is "" while a serve or a gate is to be done; `claimed_at`/`claimed_by` are
+    the one claim of that work (a conditional UPDATE, never inside the work's
+    transaction); then served, denied, declined (a gate the judge said no to) or woken
+    (a wake verdict, or a serve or gate that fell to wake)."""
+
+    SERVED, DENIED, DECLINED, WOKEN = "served", "denied", "declined", "woken"
+
+    entry = models.OneToOneField(
+        Entry, primary_key=True, on_delete=models.CASCADE, related_name="request"
+    )
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
+    ask = models.CharField(max_length=300)
+    agent = models.CharField(max_length=64)  # the receiving agent, on this store
+    writer = models.CharField(max_length=200)  # the asker's seat
+    verdict = models.CharField(max_length=8)  # serve, gate, wake, deny (bus.policy)
+    reason = models.TextField()  # what the asker is shown
+    argv = StoredJSONField(null=True, blank=True)  # to serve: the command line, filled in
+    root = models.TextField(blank=True, default="")  # where it is served
+    decided_at = models.DateTimeField()
+    outcome = models.CharField(max_length=8, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=120, blank=True, default="")
+    done_at = models.DateTimeField(null=True, blank=True)
+    answer = models.UUIDField(null=True, blank=True)  # the ANSWER written for it
+    seconds = models.FloatField(null=True, blank=True)  # how long the serve took
+
+    objects = RequestQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # the sweep: requests whose serve or gate is not done (services.requests.sweep)
+            models.Index(fields=["decided_at"], name="request_open", condition=Q(outcome="")),
+            # stats: the requests of a time window
+            models.Index(fields=["decided_at"], name="request_by_decided_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"ask {self.ask} to {self.agent}: {self.verdict} ({self.outcome or 'open'})"

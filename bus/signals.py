@@ -11,3 +11,7 @@ wake_decided = Signal()
 # An entry was stored (sent here, or landed from another machine): `room` (its name),
 # `seq`, `via`. The relay's bridge pushes the entries of bridged rooms on it.
 entry_stored = Signal()
+
+# A request with an ask key was stored with a verdict that holds it (serve, gate, deny):
+# `entry_id`. bus.services.serving settles it, in the process that stored it.
+request_decided = Signal()

@@ -71,7 +71,7 @@ from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
 from bus import rules, wire
-from bus.models import DecisionCount, Entry, ReadCount, Room, Seat, WakeDecision
+from bus.models import DecisionCount, Entry, ReadCount, Request, Room, Seat, WakeDecision
 
 SCHEMA = "salon.stats/1"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -395,6 +395,7 @@ def report(
         "ledger": ledger,
         "totals": None,
         "rooms": [],
+        "requests": requests_counts(window),
     }
     if ledger["empty"]:
         return document
@@ -405,6 +406,23 @@ def report(
     tallies.count_reading()
     document["rooms"], document["totals"] = tallies.rooms_and_totals()
     return document
+
+
+def requests_counts(window: Window) -> dict:
+    """Cross-project requests (an ask key) decided in the window, by what came of them:
+    served by the project's code, gated (asked the judge first), denied (a denial, or a
+    gate the judge declined) and woken (a person's turn: a wake verdict, or a serve or
+    gate that fell to wake); "turnsSaved" are those that woke nobody."""
+    rows = window.of(Request.objects, "decided_at")
+    found = rows.aggregate(
+        served=Count("pk", filter=Q(outcome=Request.SERVED)),
+        gated=Count("pk", filter=Q(verdict="gate")),
+        denied=Count("pk", filter=Q(outcome__in=[Request.DENIED, Request.DECLINED])),
+        woken=Count("pk", filter=Q(outcome=Request.WOKEN)),
+        pending=Count("pk", filter=Q(outcome="")),
+    )
+    found["turnsSaved"] = found["served"] + found["denied"]
+    return found
 
 
 # ---------------------------------------------------------------- over time (the charts)

@@ -20,7 +20,7 @@ from bus.models import Room, Seat
 from bus.rules import RuleError
 from mcpgate import greeting, protocol, triage
 
-WRITE_TOOLS = {"send", "send_message", "join", "part", "focus", "quiet", "checkin"}
+WRITE_TOOLS = {"send", "ask", "send_message", "join", "part", "focus", "quiet", "checkin"}
 
 
 class Binding(Protocol):
@@ -84,6 +84,28 @@ def _send(b: Binding, a: dict) -> dict:
         via="tool",
         sender_session=getattr(b, "session_id", ""),
     )
+
+
+# The tool's `wait` is held on the server's database thread: short by design (a served
+# answer takes milliseconds; a person's answer comes later, to your inbox).
+ASK_WAIT_CAP = 10.0
+
+
+def _ask(b: Binding, a: dict) -> dict:
+    key = a["ask"]
+    report = services.entries.send_entry(
+        seat=b.seat(),
+        text=a.get("text") or f"ask {key}",
+        room=a.get("room"),
+        to=[a["to"]],
+        meta={"ask": key},
+        via="tool",
+        sender_session=getattr(b, "session_id", ""),
+    )
+    wait = min(float(a.get("wait") or 0), ASK_WAIT_CAP)
+    if wait > 0 and not report.get("answer") and report.get("outcome") != "woken":
+        report.update(services.serving.wait_answer(report["id"], wait))
+    return report
 
 
 def _send_message(b: Binding, a: dict) -> dict:
@@ -186,6 +208,38 @@ TOOLS: dict[str, Tool] = {
                 ("text",),
             ),
             _send,
+        ),
+        Tool(
+            "ask",
+            "Ask another project something its own code may answer (a port, a status, the "
+            "last release) without interrupting its sessions: a REQUEST with an ask key. "
+            "That project's policy decides: serve (its code answers in milliseconds, "
+            "nobody is woken), gate, wake or deny; the verdict and reason come back at "
+            "once, and with `wait` the served answer too.",
+            _schema(
+                {
+                    "to": {"type": "string", "description": "The agent asked (web-app)."},
+                    "ask": {
+                        "type": "string",
+                        "description": 'The key: 1 to 4 segments joined by ":", each a-z 0-9 '
+                        "then a-z 0-9 . _ - (status:db, port:staging).",
+                    },
+                    "text": {
+                        "type": "string",
+                        "description": "What a person would read if one is woken.",
+                    },
+                    "room": _ROOM,
+                    "wait": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 600,
+                        "description": "Seconds to wait for the answer (served answers "
+                        f"take milliseconds; at most {ASK_WAIT_CAP:g} s are waited here).",
+                    },
+                },
+                ("to", "ask"),
+            ),
+            _ask,
         ),
         Tool(
             "send_message",

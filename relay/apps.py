@@ -11,11 +11,13 @@ class RelayConfig(AppConfig):
 
     def ready(self) -> None:
         # The domain never reaches up: the bridge registers what it adds to the bus.
-        from bus.services import rooms
+        from bus.services import rooms, serving
         from salon.daemon import companions
 
         rooms.add_room_notes(_room_notes)
         companions.add_companion(_bridge)
+        companions.add_companion(_requests)
+        serving.set_runner(_run_serve)
 
 
 # Imported when called, not in ready(): hooks and cron set up this app on every turn, and
@@ -34,3 +36,16 @@ async def _bridge(host):
     from relay import bridge
 
     return await bridge.companion(host)
+
+
+def _run_serve(argv, **kwargs):
+    """A policy's serve command (relay.runner): imported when a request is served."""
+    from relay import runner
+
+    return runner.serve(argv, **kwargs)
+
+
+async def _requests(host):
+    from relay import requests
+
+    return await requests.companion(host)

@@ -219,6 +219,7 @@ async def test_every_tool_has_a_description_and_a_closed_schema(shared_daemon, c
     names = {tool["name"] for tool in tools}
     assert names == {
         "send",
+        "ask",
         "send_message",
         "inbox",
         "history",

@@ -53,7 +53,7 @@ from tests.support import REPO, dump_store, make_staff, run_django_script, run_s
 
 # ---------------------------------------------------------------- the pinned shape
 
-TOP_KEYS = {"schema", "generatedAt", "window", "ledger", "totals", "rooms"}
+TOP_KEYS = {"schema", "generatedAt", "window", "ledger", "totals", "rooms", "requests"}
 WINDOW_KEYS = {"since", "until", "retentionDays"}
 LEDGER_KEYS = {"empty", "first", "last", "records"}
 NUMBER_KEYS = {"entries", "reading", "decisions", "wakeUps", "triage"}

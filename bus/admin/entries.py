@@ -65,9 +65,17 @@ class EntryChangeList(ChangeList):
 
 @admin.register(Entry)
 class EntryAdmin(ReadOnlyAdmin):
-    list_display = ("when", "room_link", "sender_link", "type_badge", "to_names", "preview")
+    list_display = (
+        "when",
+        "room_link",
+        "sender_link",
+        "type_badge",
+        "to_names",
+        "preview",
+        "policy_verdict",
+    )
     list_display_links = ("when",)
-    list_select_related = ("room",)
+    list_select_related = ("room", "request")
     list_per_page = 50
     list_max_show_all = 200
     show_full_result_count = False
@@ -100,6 +108,7 @@ class EntryAdmin(ReadOnlyAdmin):
             },
         ),
         ("Content", {"fields": ("content_block",)}),
+        ("Policy", {"fields": ("policy_verdict", "policy_reason")}),
         ("Meta", {"fields": ("meta_json",)}),
         (
             "Delivery",
@@ -211,6 +220,28 @@ class EntryAdmin(ReadOnlyAdmin):
             badge = format_html('<span class="salon-tampered-badge">{}</span> ', "TAMPERED")
         return format_html('{}<span class="salon-preview">{}</span>', badge, short)
 
+    @admin.display(description="Policy")
+    def policy_verdict(self, entry: Entry) -> str:
+        """A request with an ask key: its key, the receiving project's verdict and what
+        came of it (served, denied, declined, woken, or being answered)."""
+        request = _request_of(entry)
+        if request is None:
+            return "—"
+        outcome = request.outcome or "being answered"
+        return format_html(
+            '<span class="salon-verdict salon-verdict-{}">{}</span> {} <span '
+            'class="salon-quiet">({})</span>',
+            request.verdict,
+            request.verdict,
+            shown(request.ask),
+            outcome,
+        )
+
+    @admin.display(description="Reason")
+    def policy_reason(self, entry: Entry) -> str:
+        request = _request_of(entry)
+        return shown(request.reason) if request is not None else "—"
+
     @admin.display(description="In reply to")
     def re_link(self, entry: Entry) -> str:
         if not entry.re:
@@ -277,3 +308,10 @@ class EntryAdmin(ReadOnlyAdmin):
         if not entry.delivery_errors:
             return _names([])
         return format_html('<span class="salon-tampered">{}</span>', _names(entry.delivery_errors))
+
+
+def _request_of(entry: Entry):
+    try:
+        return entry.request
+    except Entry.request.RelatedObjectDoesNotExist:
+        return None

@@ -123,6 +123,28 @@ def _send(call: Call) -> dict:
     )
 
 
+def _ask(call: Call) -> dict:
+    """A request with an ask key to one agent; served, denied or judged already when this
+    store holds the agent's project and nothing else settles it first. The waiting for an
+    answer (`--wait`) is the command's own, by `answer` (never a server's thread)."""
+    a = call.args
+    key = a.get("key")
+    return services.entries.send_entry(
+        seat=call.seat(),
+        text=a.get("text") or f"ask {key}",
+        room=a.get("room"),
+        to=[a["to"]],
+        meta={"ask": key},
+        via="cli",
+    )
+
+
+def _answer_of(call: Call) -> dict:
+    """Where a request stands now, in one look (`salon ask --wait` asks again until its
+    time is up: a server's database thread never waits for an answer)."""
+    return services.serving.wait_answer(call.args["id"], 0)
+
+
 def _inbox(call: Call) -> dict:
     a = call.args
     return services.reading.read_inbox(
@@ -163,6 +185,8 @@ def _policy(call: Call) -> dict:
 OPS.update(
     {
         "send": _send,
+        "ask": _ask,
+        "answer": _answer_of,
         "inbox": _inbox,
         "unread": lambda call: services.reading.mark_unread(
             seat=call.seat(), room=call.args["room"], count=call.args["count"]

@@ -29,7 +29,7 @@ from bus.models import (
     WakeDecision,
 )
 from bus.rules import RuleError, UnknownAddressee
-from bus.services import recording, rooms, seats, telling, triage
+from bus.services import recording, requests, rooms, seats, telling, triage
 from bus.services import roster as rosters
 from patches.django import CompiledInsert
 
@@ -60,6 +60,12 @@ def send_entry(
     entry_type = rules.normalize_type(type) if type else rules.type_from_meta(meta)
     names = [rules.validate_name(n.strip(), "addressee") for n in to if n and n.strip()]
     names = rules.validate_addressees(resolve_aliases(list(dict.fromkeys(names))))
+    asked = None
+    if "ask" in meta:
+        # A cross-project request: evaluated by the receiving project's policy now, before
+        # any wake decision for it (a file read, outside the transaction).
+        asked = requests.ask_of_send(meta, entry_type if type else None, names, seat.name)
+        entry_type = "REQUEST"
     room_row = rooms.room_for_write(seat, room, create=create)
     re_entry = _resolve_re(room_row, re)
 
@@ -94,11 +100,19 @@ def send_entry(
             sender_session=sender_session,
         )
         decided = _decide(entry, room_row, seat, re_entry, ts, roster=roster)
+        if asked is not None:
+            _hold(decided, asked)
         _record(entry, decided, sender=seat)
+        if asked is not None and asked.verdict is not None:
+            requests.record(entry=entry, asked=asked, writer=seat.name, at=ts)
         _mark_wrote(seat, ts)
         wakes, notices = decided.wakes, decided.notices
 
     report = wire.send_report(entry, seat, wakes, notices, decided.there)
+    if asked is not None:
+        # Served, denied or judged already when this process settled it on commit.
+        report.update(requests.report_of(asked))
+        report.update(requests.outcome_of(entry.id))
     if not seat.session_id and via == "cli":
         report["warning"] = (
             f"no session id: writing as the bare agent name {seat.name!r}, which several "
@@ -178,7 +192,12 @@ def land_entry(
             )
             roster = rosters.of_room(room_row.pk, stamp)
             decided = _decide(entry, room_row, seat, re_entry, at, roster)
+            asked = requests.ask_of_landing(meta, entry_type, names, seat.name)
+            if asked is not None:
+                _hold(decided, asked)
             _record(entry, decided, sender=seat)
+            if asked is not None:
+                requests.record(entry=entry, asked=asked, writer=seat.name, at=at)
     except IntegrityError:
         if Entry.objects.filter(pk=id).exists():
             return None  # landed by another bridge of this store a moment ago
@@ -418,6 +437,16 @@ def _decide(
         inbox_chars=settings.INBOX_CHARS,
     )
     return Decided(rows, unwoken, reasons, sorted(wakes), notices, woken_ids, at, sorted(there))
+
+
+def _hold(decided: Decided, asked: requests.Asked) -> None:
+    """A request the policy serves, gates or denies wakes nobody in the receiving project:
+    its woken rows are held (requests.hold), and nobody is named, pushed or rung."""
+    if not asked.holds:
+        return
+    held = set(requests.hold(decided.rows))
+    decided.wakes = []
+    decided.woken_ids = [pk for pk in decided.woken_ids if pk not in held]
 
 
 def _record(entry: Entry, decided: Decided, *, sender: Seat) -> None:

@@ -22,13 +22,21 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections import namedtuple
 from datetime import datetime
 
+from django.db import transaction
 from django.utils import timezone
 
-from bus import policy, rules
-from bus.models import Agent
+from bus import policy, rules, signals
+from bus.models import Agent, Entry, Request, WakeDecision
 from bus.rules import RuleError
+
+# The reason of a ledger row the policy holds back: the rule woke the seat, the request
+# waits for its serve, gate or denial (bus.services.serving flips it on a fall to wake).
+HELD = "held"
+# What a held row becomes when its request falls to wake (a request always has a `to`).
+HELD_WAKES_AS = "addressed"
 
 
 def read_policy(root: str) -> policy.Policy | None:
@@ -177,3 +185,143 @@ def check(*, path: str) -> dict:
 
 def _shaped(problems: list[policy.Problem]) -> list[dict]:
     return [{"line": problem.line, "text": problem.text} for problem in problems]
+
+
+# --- a request being sent or landed -------------------------------------------------
+
+
+class Asked(namedtuple("Asked", "key agent verdict root")):
+    """A request with an ask key, as the sending or landing store decided it: the key (as
+    written, for a landed one possibly not well-formed), the receiving agent, the
+    bus.policy.Verdict (None: the agent is on another machine, where it is decided) and
+    the project root it is served in."""
+
+    __slots__ = ()
+
+    @property
+    def holds(self) -> bool:
+        """The request wakes nobody in the receiving project, for now (serve, gate) or
+        for good (deny)."""
+        return self.verdict is not None and self.verdict.verdict != policy.WAKE
+
+
+def ask_of_send(meta: dict, entry_type: str | None, names: list[str], writer: str) -> Asked:
+    """The ask of an entry a local writer sends with meta `ask`: the key refused unless
+    well-formed, the entry a REQUEST to exactly one agent (or seat). Evaluated now."""
+    key = rules.validate_ask(meta.get("ask"))
+    if entry_type is not None and entry_type != "REQUEST":
+        raise RuleError(
+            f"an entry with an ask key is a REQUEST, not a {entry_type}: leave the type "
+            "out or write REQUEST"
+        )
+    if len(names) != 1:
+        raise RuleError(
+            f"an ask goes to exactly one agent (it names {len(names)}): give one `to`, "
+            "e.g. salon ask web-app status:db"
+        )
+    return _asked(key, rules.agent_of_seat(names[0]), writer)
+
+
+def ask_of_landing(meta: dict, entry_type: str, names: list[str], writer: str) -> Asked | None:
+    """The ask of an entry landed from another machine, evaluated here; None when it is no
+    request with an ask to one agent of this machine. A key that is not well-formed is
+    kept as it came: the policy covers nothing of it, and it falls to wake."""
+    if "ask" not in meta or entry_type != "REQUEST" or len(names) != 1:
+        return None
+    agent = rules.agent_of_seat(names[0])
+    if "@" in agent:
+        return None  # for a third machine: decided there
+    key = meta["ask"] if isinstance(meta["ask"], str) else rules.shown_ask(meta["ask"])
+    return _asked(key, agent, writer)
+
+
+def _asked(key: str, agent: str, writer: str) -> Asked:
+    if "@" in agent:
+        return Asked(key, agent, None, "")
+    found = Agent.objects.filter(name=agent).values_list("root", flat=True)[:1]
+    root = found[0] if found else None
+    verdict = policy.evaluate(key, writer, read_policy(root) if root else None, timezone.now())
+    return Asked(key, agent, verdict, root or "")
+
+
+def hold(rows: list[WakeDecision]) -> list[int]:
+    """Hold back the rows the rule woke (before they are written): they wake nobody until
+    the request falls to wake. Returns the held seats' ids."""
+    held = []
+    for row in rows:
+        if row.woken:
+            row.woken, row.reason = False, HELD
+            held.append(row.seat_id)
+    return held
+
+
+def record(*, entry, asked: Asked, writer: str, at: datetime) -> None:
+    """The request's row, inside the transaction that stores its entry; once committed,
+    bus.signals.request_decided (bus.services.serving serves, denies or asks the judge)."""
+    verdict = asked.verdict
+    Request.objects.create(
+        entry_id=entry.id,
+        room_id=entry.room_id,
+        ask=rules.shown_ask(asked.key)[:300] if rules.ask_key_problem(asked.key) else asked.key,
+        agent=asked.agent,
+        writer=writer,
+        verdict=verdict.verdict,
+        reason=verdict.reason,
+        argv=list(verdict.argv) if verdict.argv is not None else None,
+        root=asked.root,
+        decided_at=at,
+        outcome="" if asked.holds else Request.WOKEN,
+        done_at=None if asked.holds else at,
+    )
+    if asked.holds:
+        entry_id = entry.id
+        transaction.on_commit(
+            lambda: signals.request_decided.send(sender=Request, entry_id=entry_id), robust=True
+        )
+
+
+def report_of(asked: Asked) -> dict:
+    """What `send` adds to its report for a request with an ask key."""
+    if asked.verdict is None:
+        device = asked.agent.partition("@")[2]
+        return {
+            "ask": asked.key,
+            "verdict": None,
+            "reason": f"decided on {device}, where the request lands, by its policy",
+        }
+    return {"ask": asked.key, "verdict": asked.verdict.verdict, "reason": asked.verdict.reason}
+
+
+def outcome_of(entry_id) -> dict:
+    """Where a request stands: {"outcome": "" (being served or judged) | served | denied
+    | declined | woken, "answer": the ANSWER written for it ({id, from, text, ms}) or
+    None, and for woken "woke": why}; {} for an entry with no request row here (one
+    decided on another machine)."""
+    row = Request.objects.filter(pk=entry_id).values("outcome", "answer", "reason").first()
+    if row is None:
+        return {}
+    shown = {"outcome": row["outcome"], "answer": None}
+    if row["outcome"] == Request.WOKEN:
+        shown["woke"] = row["reason"]  # why a person is woken
+    if row["answer"] is not None:
+        shown["answer"] = answer_shape(row["answer"], entry_id)
+    return shown
+
+
+def answer_shape(answer_id, request_id) -> dict | None:
+    found = Entry.objects.filter(pk=answer_id).values("id", "sender", "content", "ts", "meta")
+    found = found.first()
+    if found is None:
+        return None
+    request_ts = Entry.objects.filter(pk=request_id).values_list("ts", flat=True).first()
+    ms = None
+    if request_ts is not None:
+        ms = max(0, int((found["ts"] - request_ts).total_seconds() * 1000))
+    meta = found["meta"] if isinstance(found["meta"], dict) else {}
+    return {
+        "id": str(found["id"]),
+        "from": found["sender"],
+        "text": found["content"],
+        "servedBy": meta.get("served_by"),
+        "ms": ms,
+    }

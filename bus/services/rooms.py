@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from bus import compiled, ledger, rules, wire
-from bus.models import Entry, Membership, Room, Seat, WakeDecision
+from bus.models import Entry, Membership, Request, Room, Seat, WakeDecision
 from bus.rules import NotAMember, RuleError, UnknownRoom
 from patches.django import CompiledLookup
 
@@ -108,6 +108,11 @@ def owe_inherited(*, seat: Seat, room, cursor: int) -> int:
             entry_id__in=ids, seat__agent_id=seat.agent_id, told_at__isnull=False
         ).values_list("entry_id", flat=True)
     )
+    # A request its project's policy served, denied or is settling wakes nobody there:
+    # nor a session that arrives later.
+    held = set(Request.objects.holding().filter(entry_id__in=ids).values_list("pk", flat=True))
+    if held:
+        rows = [row for row in rows if row[0] not in held]
     re_ids = {row[6] for row in rows if row[6]}
     authors = dict(Entry.objects.filter(id__in=re_ids).values_list("id", "sender"))
     facts, agent, at = seat.facts(), seat.agent.name, timezone.now()

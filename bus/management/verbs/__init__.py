@@ -109,8 +109,12 @@ def run(argv: list[str], *, caller: dict, answer: Answer, out: Output | None = N
     if "refusal" in reply:
         out.note(f"{prefix}: {one_line(reply['refusal'])}")
         return int(reply.get("status", 1))
+
+    def more(request: dict) -> dict:
+        return answer({**request, "caller": caller})
+
     try:
-        status = verb.show(reply["result"], options, out)
+        status = verb.show(verb.follow(reply["result"], options, more), options, out)
     except BrokenPipeError:
         return 1  # the reader went away (`salon history team | head`): nothing left to say
     return status or 0

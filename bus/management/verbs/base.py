@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 
 from bus import strict
 
@@ -102,6 +103,11 @@ class Verb:
     def arguments(self, options: argparse.Namespace) -> dict:
         """The operation's JSON arguments (raise UsageError for a bad combination)."""
         return {}
+
+    def follow(self, result, options: argparse.Namespace, answer: Callable[[dict], dict]):
+        """What to print, after asking more of the same store if the verb needs to
+        (`answer(request)` takes an op and its args); the result as it came by default."""
+        return result
 
     def show(self, result, options: argparse.Namespace, out: Output) -> int | None:
         """Print the answer; a verb whose answer is a verdict on something (`policy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from bus.management.verbs import formats, types
 from bus.management.verbs.base import Output, Verb, add_json_flag
@@ -78,6 +79,77 @@ class Send(Verb):
                 out.say(f"notice: {line}")
         if "warning" in report:
             out.note(f"salon send: warning: {report['warning']}")
+
+
+class Ask(Verb):
+    name = "ask"
+    summary = "ask another project something its own code may answer"
+    help = (
+        "Send AGENT a request with an ask key: salon ask AGENT KEY [TEXT] [--wait S] "
+        '[--room ROOM]. KEY is 1 to 4 segments joined by ":" (status:db). AGENT\'s '
+        "project decides by its .agent-salon/policy.toml: serve (its code answers, nobody "
+        "is woken), gate, wake or deny; the verdict and its reason are printed at once. "
+        "With --wait S, waits up to S seconds for the answer and prints it."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("agent", type=types.agent_arg, metavar="AGENT", help="who is asked")
+        parser.add_argument("key", type=types.ask_arg, metavar="KEY", help="e.g. status:db")
+        parser.add_argument("text", nargs="?", default="", help="what a person would read")
+        parser.add_argument("--room", type=types.room_arg, help="default: your primary room")
+        parser.add_argument(
+            "--wait",
+            type=types.seconds_arg,
+            default=0.0,
+            metavar="S",
+            help="wait up to S seconds for the answer",
+        )
+        add_json_flag(parser)
+
+    def arguments(self, options):
+        return {
+            "to": options.agent,
+            "key": options.key,
+            "text": options.text,
+            "room": options.room,
+        }
+
+    def follow(self, report, options, answer):
+        """--wait: look for the answer until it comes or the time is up (each look a
+        short request, so a server's thread never waits here)."""
+        if options.wait <= 0 or report.get("answer") or report.get("outcome") == "woken":
+            return report
+        deadline = time.monotonic() + options.wait
+        pause = 0.002
+        while True:
+            reply = answer({"op": "answer", "args": {"id": report["id"]}})
+            shown = reply.get("result") or {}
+            if shown.get("answer") or shown.get("outcome") == "woken":
+                return {**report, **shown}
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return {**report, **shown}
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+    def show(self, report, options, out: Output):
+        if options.json:
+            out.emit_json(report)
+            return None
+        verdict = report.get("verdict") or "decided there"
+        out.say(
+            f"asked {', '.join(report['to'])} {report['ask']!r} in {report['room']} as "
+            f"{report['from']} (id {report['id']})\n{verdict}: {report['reason']}"
+        )
+        answer = report.get("answer")
+        if answer:
+            took = f" in {answer['ms']} ms" if answer.get("ms") is not None else ""
+            out.say(f"answer from {answer['from']}{took}:\n{answer['text'].rstrip()}")
+        elif report.get("outcome") == "woken":
+            out.say(f"a person is woken: {report.get('woke', '')}")
+        elif options.wait > 0:
+            out.say(f"no answer within {options.wait:g} s")
+        return None
 
 
 class Inbox(Verb):
@@ -208,4 +280,4 @@ class History(Verb):
             out.say(f"no entries in {where}" + (f" from {sender}" if sender else ""))
 
 
-VERBS = [Send(), Inbox(), Peek(), Unread(), History()]
+VERBS = [Send(), Ask(), Inbox(), Peek(), Unread(), History()]

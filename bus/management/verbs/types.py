@@ -105,3 +105,22 @@ def days_arg(value: str) -> int:
     if not value.isdigit():
         raise argparse.ArgumentTypeError(f"{value[:64]!r} is not a whole number of 0 or more")
     return int(value)
+
+
+def ask_arg(value: str) -> str:
+    """An ask key (`status:db`), refused before anything is sent unless well-formed."""
+    try:
+        return rules.validate_ask(value)
+    except RuleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def seconds_arg(value: str) -> float:
+    """Seconds to wait: a number from 0 to 600."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 600:
+        raise argparse.ArgumentTypeError(f"{value[:64]!r} is not a number of seconds from 0 to 600")
+    return seconds

@@ -216,12 +216,26 @@ def _seat_line(seat: dict) -> str:
     return f"    {name}: " + " · ".join(words)
 
 
+def _requests(asked: dict) -> str:
+    text = (
+        f"requests   {_n(asked['served'])} served · {_n(asked['gated'])} gated · "
+        f"{_n(asked['denied'])} denied · {_n(asked['woken'])} woken → "
+        f"{formats.plural(asked['turnsSaved'], 'turn')} saved"
+    )
+    if asked.get("pending"):
+        text += f" ({_n(asked['pending'])} being answered)"
+    return text
+
+
 def format_report(document: dict, since: str) -> str:
     window, ledger = document["window"], document["ledger"]
     span = (
         f"{formats.local_time(window['since'])} → {formats.local_time(window['until'])}, local time"
     )
     lines = [f"salon stats for the last {since} ({span})"]
+    asked = document.get("requests")
+    if asked and any(asked.values()):
+        lines.append(_requests(asked))
     if ledger["empty"]:
         lines.append(
             "The ledger has no records in this window: nothing was measured (which is not "
