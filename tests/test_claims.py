@@ -367,3 +367,85 @@ def test_session_start_lists_the_claims_of_other_sessions_in_this_repository(env
     assert f'src/cart.py — {WEB_SEAT}, just now: "totals"' in text
     own = hook_json(hook(env, "session-start", WEB_SESSION, repo))
     assert "Files claimed" not in own["hookSpecificOutput"]["additionalContext"]
+
+
+# ---------------------------------------------------------------- the MCP tools
+
+
+async def test_the_claim_and_release_tools_of_a_stdio_server_work_in_its_project(env, repo):
+    from tests.test_mcp_stdio import stdio_session
+
+    ok(salon(env, "rooms", "--create", "team"))
+    async with stdio_session(env, repo, WEB_SESSION) as session:
+        claimed = await session.call_tool(
+            "claim", {"paths": ["src/cart.py", str(repo / "src" / "api")], "note": "totals"}
+        )
+        assert not claimed.is_error, claimed.content
+        assert claimed.structured_content["claimed"] == ["src/cart.py", "src/api"]
+        assert claimed.structured_content["repo"] == str((repo / ".git").resolve())
+        bad = await session.call_tool("claim", {"paths": ["../x"]})
+        assert bad.is_error and "`..`" in bad.content[0].text
+        released = await session.call_tool("release", {"paths": ["src/api"]})
+        assert released.structured_content["released"] == ["src/api"]
+    assert claims_of(env, WEB_SEAT) == [("src/cart.py", "hand", "totals")]
+
+
+# ---------------------------------------------------------------- in the store
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("seen_ago", "stream_open", "signed_off", "holds"),
+    [
+        (timedelta(seconds=5), False, False, True),  # live
+        (timedelta(minutes=20), False, False, True),  # unknown: not gone
+        (timedelta(minutes=31), False, False, False),  # gone
+        (timedelta(minutes=31), True, False, True),  # an open stream keeps it live
+        (timedelta(seconds=5), False, True, False),  # signed off since
+        (None, False, False, False),  # never seen
+    ],
+)
+def test_a_claim_holds_exactly_while_its_seat_is_not_gone(seen_ago, stream_open, signed_off, holds):
+    """The SQL every claim lookup runs (the hooks' too) agrees with bus.rules.liveness."""
+    from django.utils import timezone
+
+    from bus import rules, services
+    from bus.models import Seat
+
+    seat = services.seats.check_in(agent="web-app", session_id=WEB_SESSION)
+    services.claims.claim(seat=seat, repo="/r/.git", paths=["a.py"])
+    at = timezone.now()
+    Seat.objects.filter(pk=seat.pk).update(
+        last_seen=at - seen_ago if seen_ago else None,
+        live_until=at + timedelta(seconds=30) if stream_open else None,
+        signed_off_at=at if signed_off else None,
+    )
+    seat.refresh_from_db()
+    assert (seat.liveness(at) != rules.GONE) is holds
+    assert bool(services.claims.open_in_repo(repo="/r/.git", at=at)) is holds
+    assert bool(services.claims.claims_by_seat(seat_ids=[seat.pk], at=at)) is holds
+
+
+@pytest.mark.django_db
+def test_the_live_view_and_the_admin_show_the_claims(client):
+    from bus import services
+    from tests.live_kit import PASSWORD, seed_rows
+
+    seed_rows()
+    from bus.models import Seat
+
+    holder = Seat.objects.get(name=WEB_SEAT)
+    services.claims.claim(seat=holder, repo="/r/.git", paths=["src/login.py"], note="forms")
+    services.claims.soft_claim(seat=holder, repo="/r/.git", path="src/util.py")
+    client.login(username="staff", password=PASSWORD)
+    page = client.get("/admin/live/?room=team").content.decode()
+    row = dict(_rows(page))[WEB_SEAT]
+    assert "src/login.py" in row and "src/util.py (edited)" in row and "forms" in row
+    listing = client.get("/admin/bus/fileclaim/").content.decode()
+    assert "src/login.py" in listing and WEB_SEAT in listing and ">open<" in listing
+
+
+def _rows(page: str):
+    import re
+
+    return re.findall(r'<tr data-seat="([^"]+)">(.*?)</tr>', page, re.S)
