@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import repos
+from bus import repos, rules
 from tests.claude_kit import (
     WEB_SEAT,
     WEB_SEAT_2,
@@ -121,6 +121,44 @@ def facts_to(env, seat):
             seat,
         )
     ]
+
+
+# ---------------------------------------------------------------- the rules
+
+
+@pytest.mark.parametrize(
+    ("claimed", "path", "covers"),
+    [
+        ("src/cart.py", "src/cart.py", True),
+        ("src/cart.py", "src/cart.pyc", False),
+        ("src", "src/a/b.py", True),
+        ("src", "srcx/a.py", False),
+        ("src/api/**", "src/api/v1/orders.py", True),
+        ("src/api/**", "src/apix/orders.py", False),
+        ("src/**/*.py", "src/cart.py", True),
+        ("src/**/*.py", "src/a/b/c.py", True),
+        ("*.md", "README.md", True),
+        ("*.md", "docs/a.md", False),
+        ("src/?.py", "src/a.py", True),
+        ("src/?.py", "src/ab.py", False),
+    ],
+)
+def test_what_a_claim_covers(claimed, path, covers):
+    assert rules.claim_covers(claimed, path) is covers
+
+
+def test_the_hooks_fast_path_and_the_rules_share_one_matcher_and_one_gone_window():
+    from bus import claimpaths
+
+    assert rules.claim_covers is claimpaths.claim_covers
+    assert claimpaths.GONE_AFTER == rules.UNKNOWN_WINDOW
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored"), [("./src//cart.py/", "src/cart.py"), ("src\\api\\x.py", "src/api/x.py")]
+)
+def test_a_claimed_path_is_stored_in_one_spelling(typed, stored):
+    assert rules.normalize_claim_path(typed) == stored
 
 
 # ---------------------------------------------------------------- the repository

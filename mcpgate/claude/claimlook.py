@@ -5,7 +5,7 @@ every edit, and `salon hook heartbeat` (PostToolUse) after it. Almost always the
 nothing to do: no other seat claims the file, or this seat's own claim on it has long to
 run. On the embedded SQLite store both are proved here, read-only, with the statement
 bus.services.claims runs (bus.claimsql.OPEN_IN_REPO) and the matcher it uses
-(bus.rules.claims). Like the Stop hook's fast path, this only ever concludes "nothing to
+(bus.claimpaths). Like the Stop hook's fast path, this only ever concludes "nothing to
 do": any doubt (a seat not made yet, PostgreSQL, an error) takes the slow path, which is
 authoritative and the only one that writes.
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 
-from bus import claimsql, ledger, repos
-from bus.rules import claims as claimrules
+from bus import claimpaths, claimsql, ledger, repos
 
 # AGENT_SALON_AUTOCLAIM=0 (false, no, off): an edit does not claim its file softly.
 OFF = ("0", "false", "no", "off")
@@ -23,7 +22,7 @@ OFF = ("0", "false", "no", "off")
 
 def edit_target(payload: dict) -> str | None:
     """The file an Edit, Write, MultiEdit or NotebookEdit call names, else None."""
-    key = claimrules.EDIT_TOOLS.get(payload.get("tool_name"))
+    key = claimpaths.EDIT_TOOLS.get(payload.get("tool_name"))
     tool_input = payload.get("tool_input")
     if key is None or not isinstance(tool_input, dict):
         return None
@@ -45,10 +44,8 @@ def _now_strings() -> tuple[str, str, str]:
     """now, now, gone_before as Django stores times in SQLite (naive UTC, str())."""
     from datetime import UTC, datetime
 
-    from bus.rules.limits import UNKNOWN_WINDOW
-
     now = datetime.now(UTC).replace(tzinfo=None)
-    return str(now), str(now), str(now - UNKNOWN_WINDOW)
+    return str(now), str(now), str(now - claimpaths.GONE_AFTER)
 
 
 def _connect(path: str):
@@ -89,7 +86,7 @@ def nothing_to_check(ctx) -> bool:
     if not _usable(ctx):
         return False
     mine, claims = _look(ctx, place)
-    return not any(c[6] != mine and claimrules.claim_covers(c[1], place.relative) for c in claims)
+    return not any(c[6] != mine and claimpaths.claim_covers(c[1], place.relative) for c in claims)
 
 
 def soft_claim_fresh(ctx) -> bool:
@@ -108,8 +105,8 @@ def soft_claim_fresh(ctx) -> bool:
         return False
     from datetime import UTC, datetime
 
-    margin = (datetime.now(UTC).replace(tzinfo=None) + claimrules.SOFT_RENEW_BELOW).isoformat(" ")
+    margin = (datetime.now(UTC).replace(tzinfo=None) + claimpaths.SOFT_RENEW_BELOW).isoformat(" ")
     return any(
-        c[6] == mine and claimrules.claim_covers(c[1], place.relative) and str(c[5]) >= margin
+        c[6] == mine and claimpaths.claim_covers(c[1], place.relative) and str(c[5]) >= margin
         for c in claims
     )
