@@ -440,11 +440,12 @@ have it filled in).
 | tell (wakes nobody unless addressed) | `{prefix} send {room} FACT "…"` |
 | say what you are on | `{prefix} focus "one sentence" --files a,b --phase apply` |
 | no wake-ups for a while | `{prefix} quiet --for 90m` (end it: `quiet --off`) |
+| claim files you edit (from the top) | `{prefix} claim src/cart.py --note "…"` |
 | who is here, live, on what | `{prefix} agents` |
 | be told when something is for you | Monitor tool: `{prefix} wait` |
 
 The MCP server `{SERVER_NAME}` ({mcp}) offers the same as tools: `send`, `inbox`,
-`history`, `agents`, `focus`, `quiet`, `wait`, `join`, `part`.
+`history`, `agents`, `focus`, `quiet`, `wait`, `join`, `part`, `claim`, `release`.
 
 ## The protocol
 
@@ -465,6 +466,11 @@ The MCP server `{SERVER_NAME}` ({mcp}) offers the same as tools: `send`, `inbox`
   the phase as it changes, and clear it (`focus ""`) when you are done.
 * **Quiet.** `quiet --for 90m` stops wake-ups (entries are still delivered); use it for
   deep work and turn it off afterwards.
+* **File claims.** Before a longer change, `claim` its files (globs such as `src/api/**`
+  too); every file you edit is claimed for 30 minutes anyway. When an edit of yours is
+  held back because another session claims the file, ask its holder (the reason has the
+  `send --to` line) or, if you must, repeat the same edit: it goes through and the
+  holder is told. `release` when you are done.
 """
 
 
