@@ -129,9 +129,24 @@ def _rooms(b: Binding, a: dict) -> dict:
 
 
 def _focus(b: Binding, a: dict) -> dict:
-    return services.seats.declare_focus(
+    result = services.seats.declare_focus(
         seat=b.seat(), text=a.get("text"), files=a.get("files"), phase=a.get("phase")
     )
+    if a.get("files") is not None or a.get("text") == "":
+        # The files are claimed too, in the seat's repository when one is known.
+        try:
+            place = _place(b, {})
+        except RuleError:
+            return result
+        claimed = services.claims.follow_focus(
+            seat=b.seat(),
+            repo=place.common,
+            files=_claim_paths(place, a.get("files") or []),
+            focus=result["focus"],
+        )
+        if claimed:
+            result["claims"] = claimed
+    return result
 
 
 def _place(b: Binding, a: dict) -> repos.Place:
@@ -363,7 +378,8 @@ TOOLS: dict[str, Tool] = {
                     "files": {
                         "type": "array",
                         "items": _STR,
-                        "description": "The paths you are working in (at most 50).",
+                        "description": "The paths you are working in (at most 50), from "
+                        "the repository's top: they are claimed too (see `claim`).",
                     },
                     "phase": {
                         "type": "string",

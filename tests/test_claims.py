@@ -425,6 +425,11 @@ async def test_the_claim_and_release_tools_of_a_stdio_server_work_in_its_project
         assert bad.is_error and "`..`" in bad.content[0].text
         released = await session.call_tool("release", {"paths": ["src/api"]})
         assert released.structured_content["released"] == ["src/api"]
+        assert claims_of(env, WEB_SEAT) == [("src/cart.py", "hand", "totals")]
+        focused = await session.call_tool("focus", {"text": "orders", "files": ["src/api/**"]})
+        assert focused.structured_content["claims"]["claimed"] == ["src/api/**"]
+        assert ("src/api/**", "focus", "orders") in claims_of(env, WEB_SEAT)
+        await session.call_tool("focus", {"text": ""})
     assert claims_of(env, WEB_SEAT) == [("src/cart.py", "hand", "totals")]
 
 

@@ -170,11 +170,11 @@ def _focus(call: Call) -> dict:
     )
     repo = a.get("repo")
     if repo and (a.get("files") is not None or a.get("text") == ""):
-        services.claims.release_kind(seat=seat, kind="focus")
-        if a.get("files") and result["focus"]:
-            result["claims"] = services.claims.claim(
-                seat=seat, repo=repo, paths=a["files"], note=result["focus"]["text"], kind="focus"
-            )
+        claimed = services.claims.follow_focus(
+            seat=seat, repo=repo, files=a.get("files"), focus=result["focus"]
+        )
+        if claimed:
+            result["claims"] = claimed
     return result
 
 

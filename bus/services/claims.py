@@ -27,6 +27,7 @@ __all__ = [
     "check_edit",
     "claim",
     "claims_by_seat",
+    "follow_focus",
     "of_others",
     "open_in_repo",
     "open_of_seats",
@@ -123,6 +124,15 @@ def release_kind(*, seat: Seat, kind: str) -> None:
     FileClaim.objects.filter(seat=seat, kind=kind, released_at__isnull=True).update(
         released_at=timezone.now()
     )
+
+
+def follow_focus(*, seat: Seat, repo: str, files, focus: dict | None) -> dict | None:
+    """`focus --files` claims the files too, in `repo`: they replace what the last focus
+    claimed; a focus cleared (None) releases them. Returns the claim's answer, if any."""
+    release_kind(seat=seat, kind=FileClaim.KIND_FOCUS)
+    if not files or not focus:
+        return None
+    return claim(seat=seat, repo=repo, paths=files, note=focus["text"], kind=FileClaim.KIND_FOCUS)
 
 
 def of_others(*, seat: Seat, repo: str, at: datetime | None = None) -> list[dict]:
