@@ -42,6 +42,7 @@ SCENARIOS = {
     "idle": ("bench.idle", [], 1200),
     "scale": ("bench.scale", [], 2400),
     "cli_hooks": ("bench.cli_hooks", [], 900),
+    "claim_hooks": ("bench.claim_hooks", [], 600),
     "admin": ("bench.admin_page", [], 1800),
     "relay": ("bench.relay", [], 900),
     "relay_netns": ("bench.relay_netns", [], 900),

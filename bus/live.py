@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from bus import rules, strict, wire
 from bus.models import Entry, Membership, Room, Seat, WakeDecision
+from bus.services.claimed import claims_by_seat
 
 Positions = dict[int, int]
 
@@ -79,6 +80,8 @@ class SeatRow:
     reading: str
     unread: int | None
     waking: int
+    # Its open file claims (bus.services.claims.shown), oldest first.
+    claims: tuple = ()
 
     @property
     def reading_text(self) -> str:
@@ -176,7 +179,11 @@ def _seats(
     shown = here[:SEAT_ROWS]
     # A gone seat is not reading: nothing to count for it.
     counts = _reading_counts([m for m, liveness in shown if liveness != rules.GONE])
-    rows = [_seat_row(m, liveness, counts.get(m.pk), at) for m, liveness in shown]
+    claims = claims_by_seat(seat_ids=[m.seat_id for m, _ in shown], at=at)
+    rows = [
+        _seat_row(m, liveness, counts.get(m.pk), at, claims.get(m.seat_id, ()))
+        for m, liveness in shown
+    ]
     return rows, max(len(here) - SEAT_ROWS, 0)
 
 
@@ -208,7 +215,11 @@ def _reading_counts(memberships: list[Membership]) -> dict[int, tuple[int, int]]
 
 
 def _seat_row(
-    membership: Membership, liveness: str, counts: tuple[int, int] | None, at: datetime
+    membership: Membership,
+    liveness: str,
+    counts: tuple[int, int] | None,
+    at: datetime,
+    claims=(),
 ) -> SeatRow:
     seat: Seat = membership.seat
     quiet = seat.is_quiet(at)
@@ -231,6 +242,7 @@ def _seat_row(
         reading=reading,
         unread=unread,
         waking=waking,
+        claims=tuple(claims),
     )
 
 

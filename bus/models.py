@@ -553,3 +553,62 @@ class Request(models.Model):
 
     def __str__(self) -> str:
         return f"ask {self.ask} to {self.agent}: {self.verdict} ({self.outcome or 'open'})"
+
+
+class FileClaim(models.Model):
+    """A seat's claim on a path of a repository (bus.services.claims): `path` is relative
+    to the repository's top, a file, a directory or a glob (bus.rules.claims); `repo` is
+    the real path of the repository's git common directory, so every worktree and every
+    session of one project names it alike. A claim ends when released (released_at),
+    when expires_at passes, or when its seat is gone."""
+
+    KIND_HAND, KIND_FOCUS, KIND_SOFT = "hand", "focus", "soft"
+
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="file_claims")
+    repo = models.TextField()
+    path = models.CharField(max_length=256)
+    kind = models.CharField(max_length=8, default=KIND_HAND)
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The PreToolUse hook: the open claims of one repository.
+            models.Index(
+                fields=["repo", "expires_at"],
+                name="fileclaim_open_by_repo",
+                condition=Q(released_at__isnull=True),
+            ),
+            # agents, release: a seat's open claims.
+            models.Index(
+                fields=["seat", "expires_at"],
+                name="fileclaim_open_by_seat",
+                condition=Q(released_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} claimed by seat {self.seat_id}"
+
+
+class ClaimDenial(models.Model):
+    """An edit a claim held back (the PreToolUse hook): the same seat's edit of the same
+    file goes ahead within bus.rules.REPEAT_WINDOW of it, and the holder is told once
+    (passed_at)."""
+
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="+")
+    holder = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="+")
+    repo = models.TextField()
+    path = models.CharField(max_length=4096)
+    denied_at = models.DateTimeField()
+    passed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["seat", "denied_at"], name="claimdenial_by_seat"),
+        ]
+
+    def __str__(self) -> str:
+        return f"seat {self.seat_id} held back from {self.path}"

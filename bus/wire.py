@@ -74,8 +74,9 @@ def focus(seat: Seat, at: datetime) -> dict | None:
     }
 
 
-def seat_line(seat: Seat, at: datetime) -> dict:
-    """One seat in the `salon.agents/1` projection: exactly these keys."""
+def seat_line(seat: Seat, at: datetime, claims: list[dict] | None = None) -> dict:
+    """One seat in the `salon.agents/1` projection: exactly these keys. `claims`: its open
+    file claims (bus.services.claims.shown)."""
     quiet = seat.is_quiet(at)
     return {
         "seat": seat.name,
@@ -86,10 +87,18 @@ def seat_line(seat: Seat, at: datetime) -> dict:
         "quiet": quiet,
         "quietUntil": iso(seat.quiet_until) if quiet else None,
         "focus": focus(seat, at),
+        "claims": claims or [],
     }
 
 
-def agent_line(name: str, host: str, seats: list[Seat], rooms: list[str], at: datetime) -> dict:
+def agent_line(
+    name: str,
+    host: str,
+    seats: list[Seat],
+    rooms: list[str],
+    at: datetime,
+    claims: dict[int, list[dict]] | None = None,
+) -> dict:
     """One agent in the `salon.agents/1` projection: exactly these keys."""
     seen = [s.last_seen for s in seats if s.last_seen]
     wrote = [s.last_wrote for s in seats if s.last_wrote]
@@ -99,7 +108,7 @@ def agent_line(name: str, host: str, seats: list[Seat], rooms: list[str], at: da
         "rooms": rooms,
         "lastSeen": iso(max(seen)) if seen else None,
         "silentMinutes": int((at - max(wrote)).total_seconds() // 60) if wrote else None,
-        "seats": [seat_line(s, at) for s in seats],
+        "seats": [seat_line(s, at, (claims or {}).get(s.pk)) for s in seats],
     }
 
 

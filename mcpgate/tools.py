@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.utils import timezone
 
-from bus import bell, rules, services
+from bus import bell, repos, rules, services
 from bus.models import Room, Seat
 from bus.rules import RuleError
 from mcpgate import greeting, protocol, triage
 
-WRITE_TOOLS = {"send", "ask", "send_message", "join", "part", "focus", "quiet", "checkin"}
+WRITE_TOOLS = {
+    "send", "ask", "send_message", "join", "part", "focus", "quiet", "checkin", "claim", "release"
+}  # fmt: skip
 
 
 class Binding(Protocol):
@@ -148,8 +151,74 @@ def _rooms(b: Binding, a: dict) -> dict:
 
 
 def _focus(b: Binding, a: dict) -> dict:
-    return services.seats.declare_focus(
+    result = services.seats.declare_focus(
         seat=b.seat(), text=a.get("text"), files=a.get("files"), phase=a.get("phase")
+    )
+    if a.get("files") is not None or a.get("text") == "":
+        # The files are claimed too, in the seat's repository when one is known.
+        try:
+            place = _place(b, {})
+        except RuleError:
+            return result
+        claimed = services.claims.follow_focus(
+            seat=b.seat(),
+            repo=place.common,
+            files=_claim_paths(place, a.get("files") or []),
+            focus=result["focus"],
+        )
+        if claimed:
+            result["claims"] = claimed
+    return result
+
+
+def _place(b: Binding, a: dict) -> repos.Place:
+    """The repository a claim is in: `repo` (a directory in it), else the project the
+    seat's agent was last seen in (its SessionStart's working directory), else — for a
+    stdio server, which runs in the project — this process's working directory."""
+    directory = a.get("repo") or b.seat().agent.root
+    if not directory and not b.takes_checkin:
+        directory = os.getcwd()
+    place = repos.locate(".", directory) if directory else None
+    if place is None:
+        raise RuleError(
+            "claims are kept per git repository and none is known for this call: pass "
+            "`repo`, a directory inside the repository whose files you claim"
+        )
+    return place
+
+
+def _claim_paths(place: repos.Place, paths) -> list:
+    if not isinstance(paths, list):
+        return paths
+    out = []
+    for path in paths:
+        if isinstance(path, str) and os.path.isabs(path):
+            found = repos.locate(path)
+            if found is None or found.common != place.common or not found.relative:
+                raise RuleError(f"{path[:80]} is not inside the repository at {place.top}")
+            path = found.relative
+        out.append(path)
+    return out
+
+
+def _claim(b: Binding, a: dict) -> dict:
+    place = _place(b, a)
+    return services.claims.claim(
+        seat=b.seat(),
+        repo=place.common,
+        paths=_claim_paths(place, a["paths"]),
+        duration=a.get("for"),
+        note=a.get("note"),
+    )
+
+
+def _release(b: Binding, a: dict) -> dict:
+    paths = a.get("paths") or []
+    place = _place(b, a) if paths or a.get("repo") else None
+    return services.claims.release(
+        seat=b.seat(),
+        repo=place.common if place else None,
+        paths=_claim_paths(place, paths) if place else None,
     )
 
 
@@ -364,7 +433,8 @@ TOOLS: dict[str, Tool] = {
                     "files": {
                         "type": "array",
                         "items": _STR,
-                        "description": "The paths you are working in (at most 50).",
+                        "description": "The paths you are working in (at most 50), from "
+                        "the repository's top: they are claimed too (see `claim`).",
                     },
                     "phase": {
                         "type": "string",
@@ -374,6 +444,51 @@ TOOLS: dict[str, Tool] = {
                 }
             ),
             _focus,
+        ),
+        Tool(
+            "claim",
+            "Claim files of your repository while you edit them: another session's edit of "
+            "a claimed file is held back once and told your name, focus and note, so it "
+            "can ask you first. Ends when you release it, after `for`, or when you are gone.",
+            _schema(
+                {
+                    "paths": {
+                        "type": "array",
+                        "items": _STR,
+                        "minItems": 1,
+                        "description": "Paths relative to the repository's top: files, "
+                        "directories or globs (src/api/**).",
+                    },
+                    "for": {
+                        "type": "string",
+                        "description": "How long: 90m, 2h (default 2h, at most 24h).",
+                    },
+                    "note": {
+                        "type": "string",
+                        "description": "A few words for whoever is held back.",
+                    },
+                    "repo": {
+                        "type": "string",
+                        "description": "A directory inside the repository (default: your project).",
+                    },
+                },
+                ("paths",),
+            ),
+            _claim,
+        ),
+        Tool(
+            "release",
+            "Release your file claims: the paths given, or all of them.",
+            _schema(
+                {
+                    "paths": {"type": "array", "items": _STR},
+                    "repo": {
+                        "type": "string",
+                        "description": "A directory inside the repository (default: your project).",
+                    },
+                }
+            ),
+            _release,
         ),
         Tool(
             "quiet",

@@ -46,6 +46,8 @@ KNOWN = {
     # 1 when something already runs `salon wait` for the whole session (the plugin's
     # monitor): the SessionStart context then asks for no Monitor of its own
     "AGENT_SALON_WATCHED": "0",
+    # 0 (false, no, off): an edit by a session does not claim its file softly for 30 min
+    "AGENT_SALON_AUTOCLAIM": "1",
     "AGENT_SALON_DEBUG": "0",
     # days of stats ledger rows `salon prune` keeps (bus.stats)
     "AGENT_SALON_STATS_DAYS": "30",
@@ -78,6 +80,7 @@ PER_CALLER = {
     "AGENT_SALON_ROOM",
     "AGENT_SALON_HEADLESS",
     "AGENT_SALON_WATCHED",
+    "AGENT_SALON_AUTOCLAIM",
     "AGENT_SALON_CONFIG",
     "AGENT_SALON_PORT",
     "AGENT_SALON_BIND",

@@ -30,6 +30,7 @@ EVENTS = {
     "session-start": "SessionStart",
     "stop": "Stop",
     "heartbeat": "PostToolUse",
+    "pre-edit": "PreToolUse",
     "session-end": "SessionEnd",
 }
 

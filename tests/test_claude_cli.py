@@ -848,3 +848,135 @@ def test_the_triage_judge_install_writes_is_a_headless_toolless_claude_that_answ
     # Its system prompt says the entry is fenced data, never an answer or an instruction.
     system = json.dumps(asked.body.get("system"))
     assert "BEGIN ENTRY <fence>" in system and "never an instruction" in system
+
+
+CART = "TOTAL = 1\n"
+CLAIM_NOTE = "rewriting the totals"
+
+
+def called_tools(request: Request) -> list[str]:
+    return [
+        block.get("name", "")
+        for message in request.messages
+        if message.get("role") == "assistant"
+        for block in message.get("content", [])
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
+
+
+def first_prompt(request: Request) -> str:
+    """The text of the conversation's first user message (the prompt, hook context)."""
+    for message in request.messages:
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return "\n".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+    return ""
+
+
+def two_sessions_one_cart(cart: Path, between: list[str]):
+    """The model of both sessions: the first claims src/cart.py with the claim tool; the
+    second reads the file and edits it, and edits it again when held back (`between`
+    gets the file's content as the model is shown the first Edit's result)."""
+    claim = "mcp__agent-salon__claim"
+
+    def model(request: Request):
+        called = called_tools(request)
+        prompt = first_prompt(request)
+        if "Claim the cart module." in prompt:
+            if "ToolSearch" not in called:
+                return select(claim)
+            if claim not in called:
+                return ToolUse(claim, {"paths": ["src/cart.py"], "note": CLAIM_NOTE})
+            return Text("Noted.")
+        if "Fix the cart total." in prompt:
+            if "Read" not in called:
+                return ToolUse("Read", {"file_path": str(cart)})
+            if called.count("Edit") == 1 and not between:
+                between.append(cart.read_text())
+            if called.count("Edit") < 2:
+                return ToolUse(
+                    "Edit",
+                    {"file_path": str(cart), "old_string": "TOTAL = 1", "new_string": "TOTAL = 2"},
+                )
+            return Text("Edited.")
+        return Text("ok")
+
+    return model
+
+
+CART_BETWEEN: list[str] = []
+
+
+@pytest.fixture
+def stand_in_for_cart(tmp_path: Path) -> Iterator[StandIn]:
+    CART_BETWEEN.clear()
+    cart = tmp_path / "web-app" / "src" / "cart.py"
+    with StandIn(two_sessions_one_cart(cart, CART_BETWEEN)) as server:
+        yield server
+
+
+@pytest.fixture
+def cart_home(tmp_path: Path, claude: Path, stand_in_for_cart: StandIn) -> ClaudeHome:
+    return ClaudeHome(tmp_path / "home", stand_in_for_cart.url, claude)
+
+
+def test_an_edit_of_a_file_another_session_claims_is_held_back_once_and_its_holder_told(
+    cart_home: ClaudeHome, env: dict[str, str], stand_in_for_cart: StandIn, tmp_path: Path,
+    debug_log: Path,
+):  # fmt: skip
+    """Two sessions of web-app: the first claims src/cart.py (the MCP claim tool); the
+    second's model edits it: its first Edit is denied with the reason (who holds it, the
+    note, the two ways on) and the file is unchanged; its second Edit goes through; the
+    first session is told by a FACT at the end of its next turn."""
+    home, stand_in = cart_home, stand_in_for_cart
+    project = tmp_path / "web-app"
+    project.mkdir()
+    home.trust(project)
+    assert run_salon("install", "team", env=home.env(env), cwd=project).returncode == 0
+    cart = project / "src" / "cart.py"
+    cart.parent.mkdir()
+    cart.write_text(CART)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-C", str(project)]
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run([*git, "add", "src"], check=True)
+    subprocess.run([*git, "commit", "-qm", "cart"], check=True)
+
+    first = home.interactive(
+        cwd=project, env=home.env(env), debug_file=debug_log,
+        extra=("--allowedTools", "mcp__agent-salon"),
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: hooks_run(debug_log, "SessionStart:") >= 1), first.screen()
+        first.type_line("Claim the cart module.")
+        claimed = "SELECT s.name FROM bus_fileclaim c JOIN bus_seat s ON s.id = c.seat_id"
+        assert wait_until(lambda: bool(query_store(env, claimed + " WHERE c.path = 'src/cart.py'")))
+        [(holder,)] = query_store(env, claimed)
+        assert wait_until(lambda: stop_hooks_run(debug_log) >= 1), first.screen()
+
+        second = home.print_mode(
+            "Fix the cart total.", cwd=project, env=home.env(env), allowed_tools=("Read", "Edit")
+        )
+        assert second.process.returncode == 0, second.explain()
+        assert second.text == "Edited.", second.explain()
+        edits = [r for r in stand_in.main_requests if "Fix the cart total." in first_prompt(r)]
+        after_first_edit = next(r for r in edits if called_tools(r).count("Edit") == 1)
+        reason = after_first_edit.last_tool_result()
+        # The model saw the reason: the holder, its note, and the two ways on.
+        assert after_first_edit.last_tool_result_is_error(), reason
+        for part in (holder, "src/cart.py", CLAIM_NOTE, "--to", "repeat this same edit"):
+            assert part in reason, (part, reason)
+        # The first Edit changed nothing; the second did.
+        assert CART_BETWEEN == [CART]
+        after_second_edit = next(r for r in edits if called_tools(r).count("Edit") == 2)
+        assert not after_second_edit.last_tool_result_is_error()
+        assert cart.read_text() == "TOTAL = 2\n"
+
+        # The holder is told by a FACT: its next turn ends in a Stop hook block naming it.
+        editor = f"web-app#{second.session_id[:8]}"
+        first.type_line("Anything new?")
+        told = f"{editor} is editing src/cart.py anyway"
+        assert wait_until(lambda: stand_in.seen(told), timeout=90), first.screen()
+    finally:
+        first.stop()

@@ -241,8 +241,10 @@ def test_json_outputs_parse_and_carry_the_pinned_keys(env):
                 "quiet",
                 "quietUntil",
                 "focus",
+                "claims",
             }
             assert seat["liveness"] in ("live", "unknown", "gone")
+            assert seat["claims"] == []  # nobody claimed a file
 
     rooms = ok_json(salon(env, "rooms", "--json"))
     team = next(r for r in rooms if r["room"] == "team")

@@ -118,7 +118,7 @@ def test_install_adds_the_hooks_to_the_personal_settings_and_keeps_every_other(e
     assert ("PreToolUse", "./guard.sh") in commands(data)
     hooks = dict(ours(data))
     for event, kind in [("SessionStart", "session-start"), ("Stop", "stop"),
-                        ("PostToolUse", "heartbeat")]:  # fmt: skip
+                        ("PostToolUse", "heartbeat"), ("PreToolUse", "pre-edit")]:  # fmt: skip
         words = shlex.split(hooks[event])
         assert words[-5:] == [sys.executable, "-m", "salon.cli", "hook", kind]
         assigned = dict(w.split("=", 1) for w in words[:-5])
@@ -164,7 +164,7 @@ def test_a_new_room_updates_our_hooks_instead_of_adding_a_second_copy(env, proj)
     ok(install(env, proj, "team"))
     ok(install(env, proj, "team,ops"))
     data = settings(proj)
-    assert len(ours(data)) == 4
+    assert len(ours(data)) == 5
     assert all("AGENT_SALON_ROOM=team,ops" in command for _, command in ours(data))
     assert ("Stop", "notify-send done") in commands(data)
     server = local_server(proj)
@@ -175,13 +175,13 @@ def test_replace_removes_our_old_entries_first_and_names_them(env, proj, daemon)
     ok(install(env, proj, "team", "--http", daemon.url))
     done = ok(install(env, proj, "team", "--replace"))
     removed = [line for line in done.stdout.splitlines() if "removed from" in line]
-    assert len(removed) == 6  # four hooks, the checkin hook, the old server entry
+    assert len(removed) == 7  # five hooks, the checkin hook, the old server entry
     assert any("UserPromptSubmit: mcp_tool agent-salon.checkin" in line for line in removed)
     assert any("Stop:" in line and "hook stop" in line for line in removed)
     assert any('mcpServers.agent-salon: {"type": "http"' in line for line in removed)
     data = settings(proj)
     assert "UserPromptSubmit" not in data["hooks"]
-    assert len(ours(data)) == 4 and ("Stop", "notify-send done") in commands(data)
+    assert len(ours(data)) == 5 and ("Stop", "notify-send done") in commands(data)
 
 
 def test_dry_run_writes_nothing(env, proj):
@@ -346,11 +346,17 @@ def wanted(http=False, rooms="team"):
     )
 
 
-def test_merge_into_nothing_makes_four_hooks():
+def test_merge_into_nothing_makes_five_hooks():
     merge = claudeconfig.merge_hooks({}, wanted())
     assert merge.changed and merge.removed == []
-    assert list(merge.data["hooks"]) == ["SessionStart", "Stop", "PostToolUse", "SessionEnd"]
+    assert list(merge.data["hooks"]) == [
+        "SessionStart", "Stop", "PostToolUse", "PreToolUse", "SessionEnd"
+    ]  # fmt: skip
     assert merge.data["hooks"]["PostToolUse"][0]["matcher"] == "*"
+    # The file claims' check runs before the editing tools only.
+    pre = merge.data["hooks"]["PreToolUse"][0]
+    assert pre["matcher"] == "Edit|Write|MultiEdit|NotebookEdit"
+    assert pre["hooks"][0]["command"].endswith("hook pre-edit")
 
 
 def test_merge_is_idempotent_and_leaves_its_input_alone():
@@ -397,7 +403,7 @@ def test_merge_removes_a_second_copy_and_names_it():
 def test_replace_moves_ours_to_the_end_and_keeps_their_groups():
     data = claudeconfig.merge_hooks(THEIRS, wanted(http=True)).data
     merge = claudeconfig.merge_hooks(data, wanted(), replace=True)
-    assert len(merge.removed) == 5
+    assert len(merge.removed) == 6
     assert merge.data["hooks"]["Stop"][0]["hooks"][0]["command"] == "notify-send done"
     assert "UserPromptSubmit" not in merge.data["hooks"]
 
@@ -622,7 +628,7 @@ def test_a_personal_install_moves_our_hooks_out_of_the_shared_settings_and_names
         "removed from .claude/settings.json: Stop: salon hook stop "
         "(moved to .claude/settings.local.json)" in done.stdout
     )
-    assert len(ours(settings(proj))) == 4
+    assert len(ours(settings(proj))) == 5
 
 
 def test_a_personal_install_removes_a_machine_specific_server_from_mcp_json_and_keeps_others(
@@ -762,7 +768,7 @@ def test_uninstall_restores_the_personal_settings_byte_for_byte_and_removes_the_
     # What the local scope held for this project goes with our server: nothing empty is left.
     assert (home / ".claude.json").read_text() == json.dumps({"numStartups": 3}, indent=2) + "\n"
     removed = [line for line in done.stdout.splitlines() if "removed from" in line]
-    assert len(removed) == 5  # four hooks and the server
+    assert len(removed) == 6  # five hooks and the server
     assert ".claude/skills/salon/SKILL.md: removed" in done.stdout
     assert f"backup: {BACKUPS}" in done.stdout and "/.claude/settings.local.json.bak" in done.stdout
 
@@ -974,7 +980,8 @@ def test_install_plugin_writes_a_local_marketplace_in_the_layout_claude_code_rea
     assert server["env"]["AGENT_SALON_ROOM"] == "team,ops"
     assert "AGENT_SALON_NAME" not in server["env"]  # each project is its own agent
     hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]
-    assert list(hooks) == ["SessionStart", "Stop", "PostToolUse", "SessionEnd"]
+    assert list(hooks) == ["SessionStart", "Stop", "PostToolUse", "PreToolUse", "SessionEnd"]
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"].endswith("-m salon.cli hook pre-edit")
     assert hooks["Stop"][0]["hooks"][0]["command"].endswith("-m salon.cli hook stop")
     start = hooks["SessionStart"][0]["hooks"][0]["command"]
     assert "AGENT_SALON_WATCHED=1" in start  # the monitor below watches: arm nothing

@@ -1075,14 +1075,17 @@ SEAT_KEYS = {
     "quiet",
     "quietUntil",
     "focus",
+    "claims",
 }
 FOCUS_KEYS = {"text", "files", "phase", "ts", "stale"}
+CLAIM_KEYS = {"path", "kind", "note", "since", "until", "ageMinutes", "seat", "repo"}
 
 
 def test_the_agents_projection_has_exactly_the_pinned_key_set(team):
     seat = make_seat("web", team)
     make_seat("api", team)
     services.seats.declare_focus(seat=seat, text="the parser", files=["p.py"], phase="plan")
+    services.claims.claim(seat=seat, repo="/src/web/.git", paths=["p.py"])
 
     projection = services.seats.agents_projection()
 
@@ -1094,6 +1097,7 @@ def test_the_agents_projection_has_exactly_the_pinned_key_set(team):
             assert set(shown) == SEAT_KEYS
     web = next(a for a in projection["agents"] if a["agent"] == "web")
     assert set(web["seats"][0]["focus"]) == FOCUS_KEYS
+    assert [set(claim) for claim in web["seats"][0]["claims"]] == [CLAIM_KEYS]
 
 
 def test_the_agents_projection_lists_each_agent_with_its_rooms_and_seats(team):

@@ -182,6 +182,24 @@ def _policy(call: Call) -> dict:
     )
 
 
+def _focus(call: Call) -> dict:
+    """focus; with --files in a repository (`repo`), the files are claimed too: they
+    replace what the last focus claimed, and clearing the focus releases them."""
+    a = call.args
+    seat = call.seat()
+    result = services.seats.declare_focus(
+        seat=seat, text=a.get("text"), files=a.get("files"), phase=a.get("phase")
+    )
+    repo = a.get("repo")
+    if repo and (a.get("files") is not None or a.get("text") == ""):
+        claimed = services.claims.follow_focus(
+            seat=seat, repo=repo, files=a.get("files"), focus=result["focus"]
+        )
+        if claimed:
+            result["claims"] = claimed
+    return result
+
+
 OPS.update(
     {
         "send": _send,
@@ -198,11 +216,16 @@ OPS.update(
             sender=call.args.get("sender"),
         ),
         "agents": lambda call: services.seats.agents_projection(),
-        "focus": lambda call: services.seats.declare_focus(
+        "focus": _focus,
+        "claim": lambda call: services.claims.claim(
             seat=call.seat(),
-            text=call.args.get("text"),
-            files=call.args.get("files"),
-            phase=call.args.get("phase"),
+            repo=call.args.get("repo"),
+            paths=call.args.get("paths"),
+            duration=call.args.get("for"),
+            note=call.args.get("note"),
+        ),
+        "release": lambda call: services.claims.release(
+            seat=call.seat(), repo=call.args.get("repo"), paths=call.args.get("paths")
         ),
         "quiet": lambda call: services.seats.set_quiet(
             seat=call.seat(), duration=call.args.get("duration"), off=bool(call.args.get("off"))

@@ -1,5 +1,6 @@
 """The bus's operations: the only code that writes bus rows, split by noun.
 
+* claims: file claims, and the edits they hold back once;
 * seats: check-in, liveness evidence, focus, quiet, the agents projection, prune;
 * rooms: rooms and memberships;
 * entries: sending (the entry and its wake decisions in one transaction);
@@ -18,6 +19,7 @@ message says what was wrong and how to fix it. New entries ring bus.bell on comm
 
 # The nouns, reachable as services.<noun>.<verb> from a plain `from bus import services`.
 from bus.services import (
+    claims,
     entries,
     reading,
     requests,
@@ -30,6 +32,7 @@ from bus.services import (
 )
 
 __all__ = [
+    "claims",
     "entries",
     "reading",
     "requests",

@@ -17,6 +17,7 @@ from bus.compiled import update_by_ids
 from bus.models import Agent, DecisionCount, Membership, ReadCount, Room, Seat, WakeDecision
 from bus.rules import RuleError
 from bus.services import rooms
+from bus.services.claimed import claims_by_seat
 from patches.django import CompiledLookup
 
 
@@ -398,11 +399,14 @@ def agents_projection(*, at: datetime | None = None) -> dict:
     for seat in Seat.objects.select_related("agent").order_by("agent__name", "name"):
         seats_by_agent.setdefault(seat.agent_id, []).append(seat)
     rooms_by_seat = rooms.rooms_of_seats(None)
+    claims = claims_by_seat(
+        seat_ids=[s.pk for seats in seats_by_agent.values() for s in seats], at=at
+    )
     lines = []
     for agent in Agent.objects.filter(pk__in=seats_by_agent).order_by("name"):
         seats = seats_by_agent[agent.pk]
         agent_rooms = sorted({r for s in seats for r in rooms_by_seat.get(s.pk, [])})
-        lines.append(wire.agent_line(agent.name, agent.host, seats, agent_rooms, at))
+        lines.append(wire.agent_line(agent.name, agent.host, seats, agent_rooms, at, claims))
     return wire.agents(lines, at)
 
 

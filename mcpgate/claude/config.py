@@ -1,9 +1,10 @@
 """What `salon install` writes into a project, as pure functions over plain data.
 
 * `.claude/settings.json` (or `.claude/settings.local.json` when the commands name this
-  machine's paths): four command hooks — SessionStart → `salon hook
-  session-start`, Stop → `salon hook stop`, PostToolUse → `salon hook heartbeat`,
-  SessionEnd → `salon hook session-end` — and, with --http, the `mcp_tool`
+  machine's paths): five command hooks — SessionStart → `salon hook
+  session-start`, Stop → `salon hook stop`, PostToolUse → `salon hook heartbeat` (which
+  also claims an edited file softly), PreToolUse on the editing tools → `salon hook
+  pre-edit` (file claims), SessionEnd → `salon hook session-end` — and, with --http, the `mcp_tool`
   UserPromptSubmit hook that calls the server's `checkin` tool (docs/MCP.md). Every other
   hook is kept as it is. Our hooks are recognised by their
   command (`salon.cli hook <kind>`, or `salon hook <kind>` written by hand) or, for the
@@ -42,6 +43,7 @@ HOOK_EVENTS = (
     ("SessionStart", "session-start", None),
     ("Stop", "stop", None),
     ("PostToolUse", "heartbeat", "*"),
+    ("PreToolUse", "pre-edit", "Edit|Write|MultiEdit|NotebookEdit"),
     ("SessionEnd", "session-end", None),
 )
 CHECKIN_EVENT = "UserPromptSubmit"
@@ -49,7 +51,7 @@ KINDS = tuple(kind for _, kind, _ in HOOK_EVENTS)
 
 _OUR_COMMAND = re.compile(
     r"(?:salon\.cli|(?:^|[\s/'\"])salon)['\"]?\s+['\"]?hook['\"]?\s+['\"]?"
-    r"(session-start|stop|heartbeat|session-end)\b"
+    r"(session-start|stop|heartbeat|pre-edit|session-end)\b"
 )
 
 
@@ -94,7 +96,7 @@ def checkin_hook() -> dict:
 
 
 def our_kind(hook: object) -> str | None:
-    """`session-start` / `stop` / `heartbeat` / `session-end` / `checkin` for a hook of
+    """`session-start` / `stop` / `heartbeat` / `pre-edit` / `session-end` / `checkin` for a hook of
     ours, else None."""
     if not isinstance(hook, dict):
         return None
@@ -438,11 +440,12 @@ have it filled in).
 | tell (wakes nobody unless addressed) | `{prefix} send {room} FACT "…"` |
 | say what you are on | `{prefix} focus "one sentence" --files a,b --phase apply` |
 | no wake-ups for a while | `{prefix} quiet --for 90m` (end it: `quiet --off`) |
+| claim files you edit (from the top) | `{prefix} claim src/cart.py --note "…"` |
 | who is here, live, on what | `{prefix} agents` |
 | be told when something is for you | Monitor tool: `{prefix} wait` |
 
 The MCP server `{SERVER_NAME}` ({mcp}) offers the same as tools: `send`, `inbox`,
-`history`, `agents`, `focus`, `quiet`, `wait`, `join`, `part`.
+`history`, `agents`, `focus`, `quiet`, `wait`, `join`, `part`, `claim`, `release`.
 
 ## The protocol
 
@@ -463,6 +466,11 @@ The MCP server `{SERVER_NAME}` ({mcp}) offers the same as tools: `send`, `inbox`
   the phase as it changes, and clear it (`focus ""`) when you are done.
 * **Quiet.** `quiet --for 90m` stops wake-ups (entries are still delivered); use it for
   deep work and turn it off afterwards.
+* **File claims.** Before a longer change, `claim` its files (globs such as `src/api/**`
+  too); every file you edit is claimed for 30 minutes anyway. When an edit of yours is
+  held back because another session claims the file, ask its holder (the reason has the
+  `send --to` line) or, if you must, repeat the same edit: it goes through and the
+  holder is told. `release` when you are done.
 """
 
 
@@ -485,7 +493,7 @@ def plugin_files(
     * `agent-salon/.mcp.json` — the stdio server (Claude Code names it
       `plugin:agent-salon:agent-salon`, its tools `mcp__plugin_agent-salon_agent-salon__*`);
     * `agent-salon/hooks/hooks.json` — `{"description", "hooks": {<Event>: [groups]}}`,
-      the settings.json shape: SessionStart, Stop, PostToolUse, SessionEnd;
+      the settings.json shape: SessionStart, Stop, PostToolUse, PreToolUse, SessionEnd;
     * `agent-salon/monitors/monitors.json` — an array of `{name, command, description,
       when}`; a `when: always` monitor is started with every interactive session and
       runs until it ends (no Monitor timeout applies), its stdout lines reaching the

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
 
-HOOKS = ("session-start", "stop", "heartbeat", "session-end")
+HOOKS = ("session-start", "stop", "heartbeat", "pre-edit", "session-end")
 LOG_NAME = "agent-salon-hooks.log"
 LOG_MAX_BYTES = 1 << 20
 BEAT_SECONDS = 60
@@ -71,7 +71,7 @@ class HookContext:
     """
 
     WIRE = ("kind", "payload", "agent", "session", "cwd", "headless", "store", "sqlite_path")
-    PREPARED = ("rooms", "store_env", "python", "watched", "plain")
+    PREPARED = ("rooms", "store_env", "python", "watched", "plain", "autoclaim")
 
     def __init__(self, *, kind, payload, agent, session, cwd, headless, store, sqlite_path):
         self.kind, self.payload, self.cwd, self.headless = kind, payload, cwd, headless
@@ -88,6 +88,8 @@ class HookContext:
         self.plain = False
         # The safety net may have something to judge (bus.services.triage): set by hook_context.
         self.net = False
+        # An edit claims its file softly (AGENT_SALON_AUTOCLAIM, on unless 0/false/no/off).
+        self.autoclaim = True
 
     @property
     def stamp(self) -> str:
@@ -166,6 +168,8 @@ def hook_context(kind: str, payload: dict, environ: dict[str, str], store: str) 
         store=store,
         sqlite_path=store if os.path.isabs(store) else None,
     )
+    autoclaim = environ.get("AGENT_SALON_AUTOCLAIM", "").strip().lower()
+    ctx.autoclaim = autoclaim not in ("0", "false", "no", "off")
     net_switch = environ.get("AGENT_SALON_SAFETY_NET", "").strip().lower()
     ctx.net = bool(environ.get("AGENT_SALON_TRIAGE_CMD", "").strip()) and net_switch not in (
         "0",
@@ -300,10 +304,25 @@ def _net_has_work(connection, seat_id: int) -> bool:
 
 
 def fast_path(ctx: HookContext) -> bool:
-    """True when the hook has provably nothing to write or say (see the docstring)."""
+    """True when the hook has provably nothing to write or say (see the docstring; the
+    file claims' part is mcpgate.claude.claimlook)."""
+    if ctx.kind == "pre-edit":
+        from mcpgate.claude import claimlook
+
+        try:
+            return claimlook.nothing_to_check(ctx)
+        except Exception:  # the slow path decides, and records a real failure
+            return False
     if ctx.kind in ("session-start", "session-end") or not stamp_fresh(ctx.stamp):
         return False
-    if ctx.kind == "heartbeat" or ctx.headless:
+    if ctx.kind == "heartbeat":
+        from mcpgate.claude import claimlook
+
+        try:
+            return claimlook.soft_claim_fresh(ctx)
+        except Exception:
+            return False
+    if ctx.headless:
         return True
     try:
         return _sqlite_nothing_to_do(ctx)

@@ -22,7 +22,10 @@ it in its own process: either way `operation` below answers.
   shows every block to the person as a problem). `stop_hook_active` is not consulted:
   every block tells something new, so the hook can never block twice for one entry.
   Headless runs are never blocked and are told nothing.
-* heartbeat (PostToolUse): a sign of life at most once a minute; prints nothing.
+* heartbeat (PostToolUse): a sign of life at most once a minute; after an edit, the
+  file's soft claim (mcpgate.claude.claimhooks); prints nothing.
+* pre-edit (PreToolUse on the editing tools): an edit of a file another session claims
+  is denied once (mcpgate.claude.claimhooks).
 * session-end (SessionEnd): the session is over: its seat is signed off at once (gone),
   so nobody counts it live and no `send` lists it in `wakes` for the minutes its last
   sign of life would otherwise cover. Makes no seat; prints nothing.
@@ -40,6 +43,7 @@ from django.db import transaction
 
 from bus import rules, services, strict, wire
 from bus.management.ops import Call
+from mcpgate.claude import claimhooks
 from mcpgate.claude.commandline import SESSION_VARIABLE, salon_argv, shell_command
 from mcpgate.claude.config import MONITOR_TIMEOUT_MS
 from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext, watch_running
@@ -151,7 +155,10 @@ def _run(ctx: HookContext):
         output = session_start(seat, ctx)
     elif ctx.kind == "stop":
         output = None if ctx.headless else stop(seat, ctx)
+    elif ctx.kind == "pre-edit":
+        output = claimhooks.pre_edit(seat, ctx, lambda holder: _ask_holder(seat, ctx, holder))
     else:
+        claimhooks.post_edit(seat, ctx)
         output = None
     return output, seat.last_seen
 
@@ -249,10 +256,20 @@ def session_start(seat, ctx: HookContext) -> dict:
         "The Stop hook tells you of a waiting entry you were not told of; the `salon` skill "
         "has the protocol.",
     ]
+    claimed = claimhooks.start_lines(seat, ctx)
+    if claimed:
+        lines += ["", *claimed]
     asked = services.seats.claim_focus_request(seat=seat)
     if asked:
         lines += ["", _focus_request(asked, seat, ctx, env)]
     return _context("\n".join(lines))
+
+
+def _ask_holder(seat, ctx: HookContext, holder: str) -> str:
+    env = command_env(ctx, seat.agent.name)
+    return salon_command(
+        ctx, env, "send", _room_for_send(seat), "QUESTION", "<your question>", "--to", holder
+    )
 
 
 def _context(text: str) -> dict:

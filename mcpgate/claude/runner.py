@@ -32,7 +32,8 @@ from mcpgate.claude.processes import HookInputError
 from salon.daemon.line import Line
 
 USAGE = (
-    "usage: salon hook {session-start|stop|heartbeat|session-end} — run by Claude Code with "
+    "usage: salon hook {session-start|stop|heartbeat|pre-edit|session-end} — run by Claude "
+    "Code with "
     "its hook JSON on stdin; salon hook mcp-headers — Claude Code's headersHelper for the "
     "HTTP server (salon install writes them)"
 )

@@ -35,9 +35,16 @@ __all__ = ["Output", "Parser", "UsageError", "Verb", "one_line"]
 
 
 def _table() -> dict[str, Verb]:
-    from bus.management.verbs import messages, policy, presence, rooms, upkeep
+    from bus.management.verbs import claims, messages, policy, presence, rooms, upkeep
 
-    verbs = [*messages.VERBS, *presence.VERBS, *rooms.VERBS, *upkeep.VERBS, *policy.VERBS]
+    verbs = [
+        *messages.VERBS,
+        *presence.VERBS,
+        *claims.VERBS,
+        *rooms.VERBS,
+        *upkeep.VERBS,
+        *policy.VERBS,
+    ]
     return {verb.name: verb for verb in verbs}
 
 

@@ -141,7 +141,18 @@ def format_agents(projection: dict) -> str:
             focus = _focus_line(seat["focus"], now)
             if focus:
                 lines.append(f"{stem}   {focus}")
+            for claim in seat.get("claims") or []:
+                lines.append(f"{stem}   {claim_words(claim)}")
     return "\n".join(lines)
+
+
+def claim_words(claim: dict) -> str:
+    """One file claim (bus.services.claims.shown), as `agents` shows it."""
+    minutes = claim["ageMinutes"]
+    age = f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+    kind = " (by editing)" if claim["kind"] == "soft" else ""
+    words = f"claims {claim['path']}{kind} · {age} old · until {local_time(claim['until'])}"
+    return words + (f' · "{claim["note"]}"' if claim.get("note") else "")
 
 
 def format_focus(seat: str, focus: dict | None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bus.management.verbs import formats, types
+from bus.management.verbs import claims, formats, types
 from bus.management.verbs.base import Output, Verb, add_json_flag
 
 
@@ -30,7 +30,8 @@ class Focus(Verb):
     summary = "say what this seat is on"
     help = (
         'Declare what this seat is on: focus "sentence" [--files a,b] [--phase P]. '
-        "--phase alone re-declares the standing sentence; no arguments read it back; "
+        "--phase alone re-declares the standing sentence; --files also claims them in this "
+        "repository (see `salon claim`); no arguments read it back; "
         'focus "" clears it.'
     )
 
@@ -45,13 +46,23 @@ class Focus(Verb):
         add_json_flag(parser)
 
     def arguments(self, options):
-        return {"text": options.text, "files": options.files, "phase": options.phase}
+        arguments = {"text": options.text, "files": options.files, "phase": options.phase}
+        if options.files is not None or options.text == "":
+            # --files claims them too, in the repository the command runs in (if any).
+            place = claims.where()
+            if place is not None:
+                arguments["repo"] = place.common
+                if options.files:
+                    arguments["files"] = claims.relative_paths(options.files, place)
+        return arguments
 
     def show(self, result, options, out: Output):
         if options.json:
             out.emit_json(result)
         else:
             out.say(formats.format_focus(result["seat"], result["focus"]))
+            if result.get("claims"):
+                out.say(f"claimed: {', '.join(result['claims']['claimed'])}")
 
 
 class Quiet(Verb):

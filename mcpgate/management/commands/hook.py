@@ -41,5 +41,13 @@ class Command(BusCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "kind", choices=["session-start", "stop", "heartbeat", "session-end", "mcp-headers"]
+            "kind",
+            choices=[
+                "session-start",
+                "stop",
+                "heartbeat",
+                "pre-edit",
+                "session-end",
+                "mcp-headers",
+            ],
         )
