@@ -8,7 +8,8 @@
   Monitor and the Stop hook;
 * tokens: bearer tokens;
 * triage: the letterbox and the safety net (a judge command on the telling path);
-* requests: cross-project requests — where an agent's policy is, what it decides.
+* requests: cross-project requests — where an agent's policy is, what it decides;
+* search: the full-text search of entries (reads only).
 
 Every adapter calls these keyword-only verbs; the rules they apply live in bus.rules and
 the shapes they answer with in bus.wire. A refusal is a bus.rules.RuleError whose
@@ -16,6 +17,26 @@ message says what was wrong and how to fix it. New entries ring bus.bell on comm
 """
 
 # The nouns, reachable as services.<noun>.<verb> from a plain `from bus import services`.
-from bus.services import entries, reading, requests, rooms, seats, telling, tokens, triage
+from bus.services import (
+    entries,
+    reading,
+    requests,
+    rooms,
+    search,
+    seats,
+    telling,
+    tokens,
+    triage,
+)
 
-__all__ = ["entries", "reading", "requests", "rooms", "seats", "telling", "tokens", "triage"]
+__all__ = [
+    "entries",
+    "reading",
+    "requests",
+    "rooms",
+    "search",
+    "seats",
+    "telling",
+    "tokens",
+    "triage",
+]
