@@ -77,7 +77,7 @@ class Query(namedtuple("Query", "terms notes")):
 
 
 def _pieces(text: str):
-    """(raw text, quoted, prefix, negated) for each term of `text`, left to right."""
+    """(raw text, prefix, negated) for each term of `text`, left to right."""
     i, n = 0, len(text)
     while i < n:
         if text[i].isspace():
@@ -91,7 +91,7 @@ def _pieces(text: str):
             if close >= 0:
                 end = close + 1
                 prefix = end < n and text[end] == "*"
-                yield text[i + 1 : close], True, prefix, negated
+                yield text[i + 1 : close], prefix, negated
                 i = end + (1 if prefix else 0)
                 continue
             i += 1  # a quote left open: what follows is words
@@ -101,7 +101,7 @@ def _pieces(text: str):
         while end < n and not text[end].isspace() and text[end] != '"':
             end += 1
         raw = text[i:end]
-        yield raw.rstrip("*"), False, raw.endswith("*"), negated
+        yield raw.rstrip("*"), raw.endswith("*"), negated
         i = max(end, i + 1)
 
 
@@ -114,7 +114,7 @@ def parse_query(text: object) -> Query:
         text = text[:MAX_QUERY_CHARS]
     terms: list[Term] = []
     long_word = dropped = False
-    for raw, quoted, prefix, negated in _pieces(text):
+    for raw, prefix, negated in _pieces(text):
         words = tuple(w.lower() for w in _WORD.findall(raw))
         if not words:
             continue

@@ -48,7 +48,7 @@ def search(
     seat: the reader; it finds the entries of the rooms it is a member of (`room`, if
     named, must be one of them). None is staff: every room, archived ones too.
     room / sender (a seat or agent name) / type / since (a duration: `7d`, `90m`): filters.
-    limit: at most this many results (1–200).
+    limit: at most this many results (1 to 200).
 
     Returns ``{"query", "rooms", "results", "notes", "tampered"}``: ``query`` as it was
     understood, ``rooms`` searched (None for staff: all), ``notes`` on what was left out
