@@ -193,7 +193,7 @@ def _results(parsed: rules.Query, ranked: list[tuple], seat: Seat | None) -> lis
                 "from": shown["from"],
                 "type": shown["type"],
                 "to": shown["to"],
-                "score": round(score, 4),
+                "score": float(f"{score:.4g}"),
                 "snippet": text,
                 "highlights": highlights,
                 "tampered": shown["tampered"],

@@ -138,9 +138,16 @@ def add_json_flag(parser: Parser) -> None:
 
 
 def _table() -> dict[str, Verb]:
-    from bus.management.verbs import messages, policy, presence, rooms, upkeep
+    from bus.management.verbs import messages, policy, presence, rooms, search, upkeep
 
-    verbs = [*messages.VERBS, *presence.VERBS, *rooms.VERBS, *upkeep.VERBS, *policy.VERBS]
+    verbs = [
+        *messages.VERBS,
+        *search.VERBS,
+        *presence.VERBS,
+        *rooms.VERBS,
+        *upkeep.VERBS,
+        *policy.VERBS,
+    ]
     return {verb.name: verb for verb in verbs}
 
 
