@@ -102,10 +102,8 @@ class Search(Verb):
                 "most relevant first:"
             )
         for result in results:
-            head = (
-                f"\n## {formats.local_time(result['ts'])} · {strict.loggable(result['room'], 200)}"
-                f" — {strict.loggable(result['type'], 200)}  [{strict.loggable(result['from'], 200)}]"
-            )
+            room, kind, sender = (strict.loggable(result[k], 200) for k in ("room", "type", "from"))
+            head = f"\n## {formats.local_time(result['ts'])} · {room} — {kind}  [{sender}]"
             if result["tampered"]:
                 head += "  !!! TAMPERED: its row was changed outside the bus"
             out.say(f"{head}\n    {shown_snippet(result, bold=bold)}\n(id {result['id']})")
