@@ -30,6 +30,7 @@ COMMANDS = [
     "peek",
     "unread",
     "history",
+    "search",
     "agents",
     "focus",
     "rooms",
