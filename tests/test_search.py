@@ -377,3 +377,18 @@ def test_a_rebuilt_index_finds_what_the_old_one_did(team):
     services.search.rebuild_index()
 
     assert found(staff("cart")) == [entry]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_indexes_the_entries_a_store_already_holds():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("bus", "0015_token_folded_label")]
+    MigrationExecutor(connection).migrate(before)
+    room = make_room("team")
+    old = send(make_seat("web", room), room, "written before the index existed")["id"]
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert found(staff("before index existed")) == [old]

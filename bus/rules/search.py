@@ -190,6 +190,8 @@ def snippet(content: str, query: Query, width: int = SNIPPET_CHARS) -> tuple[str
             first = match.start()
             break
     start = 0 if first is None or first <= _SNIPPET_LEAD else first - _SNIPPET_LEAD
+    if len(content) <= width:
+        start = 0  # the whole text fits
     if start:
         space = content.find(" ", start, first)
         start = space + 1 if space >= 0 else start

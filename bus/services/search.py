@@ -23,14 +23,14 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from bus import rules, wire
+from bus import rules, signing, wire
 from bus.models import Entry, Room, Seat
 from bus.rules import RuleError
 from bus.services import rooms
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
-RANKED_MATCHES = 2000
+RANKED_MATCHES = 1000
 
 
 def search(
@@ -172,31 +172,30 @@ def _results(parsed: rules.Query, ranked: list[tuple], seat: Seat | None) -> lis
     if not ranked:
         return []
     rows = {
-        str(row.pk): row
+        row.pk: row
         for row in Entry.objects.filter(pk__in=[pk for pk, _ in ranked]).select_related("room")
     }
+    to_uuid = Entry._meta.pk.to_python
     results = []
     for pk, score in ranked:
-        row = rows.get(str(Entry._meta.pk.to_python(pk)))
+        row = rows.get(to_uuid(pk))
         if row is None:
             continue
-        shown = wire.entry(row, reader=seat, woken=False)
-        text, highlights = rules.snippet(
-            row.content if isinstance(row.content, str) else "", parsed
-        )
+        content = row.content if isinstance(row.content, str) else ""
+        text, highlights = rules.snippet(content, parsed)
         results.append(
             {
-                "id": shown["id"],
-                "room": shown["room"],
-                "seq": shown["seq"],
-                "ts": shown["ts"],
-                "from": shown["from"],
-                "type": shown["type"],
-                "to": shown["to"],
+                "id": str(row.pk),
+                "room": row.room.name,
+                "seq": row.seq,
+                "ts": wire.iso(row.ts),
+                "from": row.sender,
+                "type": row.type,
+                "to": rules.names_in(row.to),
                 "score": float(f"{score:.4g}"),
                 "snippet": text,
                 "highlights": highlights,
-                "tampered": shown["tampered"],
+                "tampered": not signing.verify_entry(row),
             }
         )
     return results
