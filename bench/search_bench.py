@@ -404,7 +404,8 @@ def report(args, started_at, send, load_send, rows) -> str:
             met = p50 <= 20 and p99 <= 100
             target = f"p50 ≤ 20, p99 ≤ 100 ms: {'met' if met else '**missed**'}"
         lines.append(
-            f"| {size:,} | {p50:.1f} ms | {p99:.1f} ms | {target} | {load} | {fill_s:.0f} s | {kinds} |"
+            f"| {size:,} | {p50:.1f} ms | {p99:.1f} ms | {target} | {load} "
+            f"| {fill_s:.0f} s | {kinds} |"
         )
     verdict = "met" if send["added"] <= 30 else "**missed**"
     lines += [
