@@ -162,6 +162,15 @@ def test_query_syntax_of_the_stores_is_only_words(team):
     assert found(staff("cart & !near")) == [entry]
 
 
+def test_a_number_is_searched_in_the_text_never_as_a_room(team):
+    web = make_seat("web", team)
+    send(web, team, "no digits here")
+    with_number = send(web, team, f"build {team.pk} passed")["id"]
+
+    assert found(services.search.search(web, str(team.pk))) == [with_number]
+    assert found(staff(str(team.pk))) == [with_number]
+
+
 def test_a_query_with_only_minus_words_finds_nothing_and_says_why(team):
     web = make_seat("web", team)
     send(web, team, "anything")

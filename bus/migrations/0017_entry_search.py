@@ -1,9 +1,11 @@
 """The full-text index over every entry (bus.services.search), built for the rows a store
 already holds.
 
-SQLite: `entry_search`, an FTS5 table over bus_entry's content (external content: the
-text is stored once, in bus_entry; the index keys it by bus_entry's rowid), kept by three
-triggers and filled here by FTS5's own `rebuild`. PostgreSQL: `bus_entry.search`, a
+SQLite: `entry_search`, an FTS5 table over bus_entry's content and room (external
+content: the text is stored once, in bus_entry; the index keys it by bus_entry's rowid),
+kept by three triggers and filled here by FTS5's own `rebuild`. The room id is indexed
+as a word of its own column, so a seat's rooms narrow a search inside the index, with no
+look at bus_entry for the entries of other rooms. PostgreSQL: `bus_entry.search`, a
 stored generated tsvector column (written by the server with each row, so nothing else
 keeps it), with a GIN index.
 
@@ -21,23 +23,25 @@ from django.db import migrations
 
 SQLITE_TABLE = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS entry_search USING fts5("
-    "content, content='bus_entry', content_rowid='rowid', "
+    "content, room_id, content='bus_entry', content_rowid='rowid', "
     "tokenize='unicode61 remove_diacritics 0')"
 )
 SQLITE_TRIGGERS = {
     "entry_search_added": (
         "AFTER INSERT ON bus_entry BEGIN "
-        "INSERT INTO entry_search(rowid, content) VALUES (new.rowid, new.content); END"
+        "INSERT INTO entry_search(rowid, content, room_id) "
+        "VALUES (new.rowid, new.content, new.room_id); END"
     ),
     "entry_search_removed": (
         "AFTER DELETE ON bus_entry BEGIN INSERT INTO entry_search(entry_search, rowid, "
-        "content) VALUES ('delete', old.rowid, old.content); END"
+        "content, room_id) VALUES ('delete', old.rowid, old.content, old.room_id); END"
     ),
     # Entries are append-only; a row changed outside the bus is still found by its text.
     "entry_search_changed": (
-        "AFTER UPDATE OF content ON bus_entry BEGIN INSERT INTO entry_search(entry_search, "
-        "rowid, content) VALUES ('delete', old.rowid, old.content); "
-        "INSERT INTO entry_search(rowid, content) VALUES (new.rowid, new.content); END"
+        "AFTER UPDATE OF content, room_id ON bus_entry BEGIN INSERT INTO entry_search("
+        "entry_search, rowid, content, room_id) VALUES ('delete', old.rowid, old.content, "
+        "old.room_id); INSERT INTO entry_search(rowid, content, room_id) "
+        "VALUES (new.rowid, new.content, new.room_id); END"
     ),
 }
 

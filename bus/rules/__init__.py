@@ -90,6 +90,7 @@ from bus.rules.search import (
     fts5_match,
     marked,
     parse_query,
+    relevance,
     snippet,
     tsquery_text,
 )
@@ -187,6 +188,7 @@ __all__ = [
     "parse_query",
     "project_root",
     "quiet_active",
+    "relevance",
     "resolve_aliases",
     "seat_name",
     "send_notices",

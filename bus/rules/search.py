@@ -16,7 +16,8 @@ MAX_WORD_CHARS, the rest is left out and a note says so. A query with no word to
 for (empty, or only ``-word``) finds nothing, and a note says why.
 
 The parsed query is rendered once per store: an FTS5 MATCH expression (`fts5_match`) and
-a PostgreSQL tsquery text for ``to_tsquery('simple', …)`` (`tsquery_text`). Both are
+a PostgreSQL tsquery text for ``to_tsquery('simple', …)`` (`tsquery_text`); `relevance`
+scores a match on SQLite from its hits and length. Both are
 built from words of letters and digits only, each quoted, so no user text is ever read
 as the store's query syntax. `snippet` finds the words again in an entry's text for the
 highlighted extract every face shows.
@@ -144,14 +145,27 @@ def _fts5_term(term: Term) -> str:
     return '"' + " ".join(term.words) + '"' + ("*" if term.prefix else "")
 
 
-def fts5_match(query: Query) -> str | None:
-    """The FTS5 MATCH expression of `query` (None when it has nothing to look for)."""
+def fts5_match(query: Query, rooms=None) -> str | None:
+    """The FTS5 MATCH expression of `query` (None when it has nothing to look for), on
+    the `content` column; with `rooms` (room ids), only entries of those rooms (the
+    index's `room_id` column holds each entry's room id as a word)."""
     if not query.searchable:
         return None
     wanted = " AND ".join(_fts5_term(t) for t in query.wanted)
-    if not query.unwanted:
-        return wanted
-    return f"({wanted}) NOT ({' OR '.join(_fts5_term(t) for t in query.unwanted)})"
+    if query.unwanted:
+        wanted = f"({wanted}) NOT ({' OR '.join(_fts5_term(t) for t in query.unwanted)})"
+    match = f"{{content}} : ({wanted})"
+    if rooms is not None:
+        match += " AND {room_id} : (" + " OR ".join(f'"{int(r)}"' for r in rooms) + ")"
+    return match
+
+
+def relevance(hits: int, length: int, mean_length: float) -> float:
+    """How well an entry matches: BM25's term-frequency part (k1 = 1.2, b = 0.75) over
+    the number of places the query's words were found (`hits`) in an entry of `length`
+    characters, against the `mean_length` of the entries ranked with it."""
+    norm = 0.25 + 0.75 * (length / mean_length if mean_length > 0 else 1.0)
+    return hits * 2.2 / (hits + 1.2 * norm) if hits > 0 else 0.0
 
 
 def _tsquery_term(term: Term) -> str:

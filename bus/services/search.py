@@ -9,10 +9,13 @@ each store are bus.rules.search; this module asks the store and shapes the answe
 admin's text box (through `matching`) and `salon top`. It reads only: no cursor moves,
 nothing is marked read or told.
 
-Ranking: relevance (FTS5's bm25; PostgreSQL's ts_rank), then newest first. The ranked
-set is the newest RANKED_MATCHES matches (in the seat's rooms, after the filters), so a
-word found in half of a million entries costs a bounded sort; a narrower query (more
-words, a room, --from, --since) reaches further back.
+Ranking: relevance, then newest first. The ranked set is the newest RANKED_MATCHES
+matches (in the seat's rooms, after the filters), so a word found in half of a million
+entries costs what a rare one does; a narrower query (more words, a room, --from,
+--since) reaches further back. Relevance is, on SQLite, BM25's term-frequency part over
+the hits FTS5 finds in each candidate (rules.relevance: no document frequencies, which
+FTS5's bm25() gathers by reading each word's whole list of entries: 1 s for a common
+word at 400k entries), and on PostgreSQL ts_rank.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from bus.services import rooms
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
-RANKED_MATCHES = 1000
+RANKED_MATCHES = 300
 
 
 def search(
@@ -62,11 +65,11 @@ def search(
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise RuleError(f"limit must be a whole number from 1 to {MAX_LIMIT}")
     parsed = rules.parse_query(query)
-    where, params, searched = _filters(seat, room, sender, type, since)
+    room_ids, searched, where, params = _filters(seat, room, sender, type, since)
     answer = {"query": parsed.shown(), "rooms": searched, "results": [], "notes": []}
     answer["notes"] = list(parsed.notes)
     if parsed.searchable and (searched is None or searched):
-        ranked = _ranked(parsed, where, params, limit)
+        ranked = _ranked(parsed, room_ids, where, params, limit)
         answer["results"] = _results(parsed, ranked, seat)
     answer["tampered"] = sum(1 for r in answer["results"] if r["tampered"])
     return answer
@@ -97,24 +100,21 @@ def rebuild_index() -> None:
 # ---------------------------------------------------------------- asking the store
 
 
-def _filters(seat, room, sender, type_, since) -> tuple[list[str], list, list[str] | None]:
-    """SQL conditions on bus_entry `e` for who may read and the filters, their params,
-    and the room names searched (None: every room)."""
+def _filters(seat, room, sender, type_, since):
+    """(the ids of the rooms searched, or None for every room; their names; SQL
+    conditions on bus_entry `e` for the other filters, and their params)."""
     where: list[str] = []
     params: list = []
+    room_ids: list[int] | None = None
     searched: list[str] | None = None
     if seat is not None:
         readable = rooms.rooms_for_read(seat, room)
-        searched = [r.name for r in readable]
-        where.append(f"e.room_id IN ({', '.join(['%s'] * len(readable))})")
-        params += [r.pk for r in readable]
+        room_ids, searched = [r.pk for r in readable], [r.name for r in readable]
     elif room:
         found = Room.objects.filter(name=rules.validate_name(room, "room")).first()
         if found is None:
             raise rooms.unknown_room(room)
-        searched = [found.name]
-        where.append("e.room_id = %s")
-        params.append(found.pk)
+        room_ids, searched = [found.pk], [found.name]
     if sender:
         sender = rules.validate_name(sender, "sender")
         # One column, as the admin's source filter: a seat name holds `#`, an agent's never.
@@ -127,14 +127,18 @@ def _filters(seat, room, sender, type_, since) -> tuple[list[str], list, list[st
         start: datetime = timezone.now() - rules.parse_duration(since)
         where.append("e.ts >= %s")
         params.append(start)
-    return where, params, searched
+    return room_ids, searched, where, params
 
 
-def _ranked(parsed: rules.Query, where: list[str], params: list, limit: int) -> list[tuple]:
-    """(entry id, score) of the best `limit` matches, best first."""
+def _ranked(parsed: rules.Query, room_ids, where: list[str], params: list, limit: int):
+    """(entry id, score) of the best `limit` of the newest RANKED_MATCHES matches, best
+    first (ties: newest first)."""
     conditions = "".join(f" AND {w}" for w in where)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            if room_ids is not None:
+                conditions = f" AND e.room_id IN ({', '.join(['%s'] * len(room_ids))})" + conditions
+                params = [*room_ids, *params]
             cursor.execute(
                 "WITH q AS (SELECT to_tsquery('simple', %s) AS q), "
                 "newest AS (SELECT e.id, e.ts, e.search FROM bus_entry e, q "
@@ -144,28 +148,26 @@ def _ranked(parsed: rules.Query, where: list[str], params: list, limit: int) -> 
                 [rules.tsquery_text(parsed), *params, RANKED_MATCHES, limit],
             )
             return [(row[0], float(row[1])) for row in cursor.fetchall()]
-        match = rules.fts5_match(parsed)
-        # The FTS table drives (CROSS JOIN keeps it outside), newest rowid first, so the
-        # cut-off is found after RANKED_MATCHES matches whatever their number.
-        matches = (
-            "FROM entry_search CROSS JOIN bus_entry e ON e.rowid = entry_search.rowid "
-            f"WHERE entry_search MATCH %s{conditions}"
-        )
+        # The index drives, newest first, the rooms narrowed inside it; bus_entry is read
+        # for the candidates only (and, with a filter on its columns, for the matches
+        # tried). Each candidate's hits are counted from FTS5's highlight().
+        join = " CROSS JOIN bus_entry e ON e.rowid = entry_search.rowid" if where else ""
         cursor.execute(
-            f"SELECT entry_search.rowid {matches} ORDER BY entry_search.rowid DESC "
-            "LIMIT 1 OFFSET %s",
-            [match, *params, RANKED_MATCHES - 1],
+            "SELECT x.id, x.ts, length(x.content), length(c.h) - length(replace(c.h, char(1), '')) "
+            "FROM (SELECT entry_search.rowid AS r, "
+            "highlight(entry_search, 0, char(1), char(2)) AS h "
+            f"FROM entry_search{join} WHERE entry_search MATCH %s{conditions} "
+            "ORDER BY entry_search.rowid DESC LIMIT %s) c "
+            "CROSS JOIN bus_entry x ON x.rowid = c.r",
+            [rules.fts5_match(parsed, room_ids), *params, RANKED_MATCHES],
         )
-        row = cursor.fetchone()
-        floor, floor_params = (
-            ("", []) if row is None else (" AND entry_search.rowid >= %s", [row[0]])
-        )
-        cursor.execute(
-            f"SELECT e.id, bm25(entry_search) AS score {matches}{floor} "
-            "ORDER BY score, e.ts DESC, e.id DESC LIMIT %s",
-            [match, *params, *floor_params, limit],
-        )
-        return [(row[0], -float(row[1])) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    if not rows:
+        return []
+    mean = sum(row[2] for row in rows) / len(rows)
+    scored = [(rules.relevance(row[3], row[2], mean), str(row[1]), str(row[0])) for row in rows]
+    scored.sort(reverse=True)
+    return [(pk, score) for score, _, pk in scored[:limit]]
 
 
 def _results(parsed: rules.Query, ranked: list[tuple], seat: Seat | None) -> list[dict]:
