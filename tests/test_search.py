@@ -401,3 +401,29 @@ def test_the_migration_indexes_the_entries_a_store_already_holds():
     executor.migrate(executor.loader.graph.leaf_nodes())
 
     assert found(staff("before index existed")) == [old]
+
+
+# ---------------------------------------------------------------- the rule, on any text
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+@pytest.mark.django_db(False)
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    st.text(alphabet=st.characters(), max_size=300) | st.text('"-* ()aAb:^', max_size=40)
+)
+def test_any_text_parses_into_an_expression_fts5_accepts(text):
+    import sqlite3
+
+    parsed = rules.parse_query(text)
+    match = rules.fts5_match(parsed, [1, 2])
+    snippet, hits = rules.snippet("a b " + text, parsed)
+
+    assert (match is None) == (not parsed.searchable)
+    assert all(0 <= a < b <= len(snippet) for a, b in hits)
+    if match is not None:
+        db = sqlite3.connect(":memory:")
+        db.execute("CREATE VIRTUAL TABLE f USING fts5(content, room_id)")
+        db.execute("SELECT count(*) FROM f WHERE f MATCH ?", (match,)).fetchall()

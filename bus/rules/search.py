@@ -185,9 +185,15 @@ def tsquery_text(query: Query) -> str | None:
     return " & ".join(parts)
 
 
-def _hit(word: str, whole: frozenset, prefixes: tuple) -> bool:
-    word = word.lower()
-    return word in whole or word.startswith(prefixes)
+def _hits_pattern(query: Query) -> re.Pattern | None:
+    """One expression for every word the query looks for, as whole words of letters and
+    digits (a prefix: the start of one), in any case."""
+    words = {w for t in query.wanted for w in (t.words[:-1] if t.prefix else t.words)}
+    alternatives = sorted((re.escape(w) for w in words), key=len, reverse=True)
+    alternatives += [re.escape(t.words[-1]) + r"[^\W_]*" for t in query.wanted if t.prefix]
+    if not alternatives:
+        return None
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(alternatives) + r")(?![^\W_])", re.IGNORECASE)
 
 
 def snippet(content: str, query: Query, width: int = SNIPPET_CHARS) -> tuple[str, list]:
@@ -196,13 +202,9 @@ def snippet(content: str, query: Query, width: int = SNIPPET_CHARS) -> tuple[str
 
     Whitespace is folded to single spaces; `…` marks text cut off at either end. The
     extract is plain text: each face escapes it and marks the hits its own way."""
-    whole = frozenset(w for t in query.wanted for w in (t.words[:-1] if t.prefix else t.words))
-    prefixes = tuple(t.words[-1] for t in query.wanted if t.prefix)
-    first = None
-    for match in _WORD.finditer(content):
-        if _hit(match.group(), whole, prefixes):
-            first = match.start()
-            break
+    pattern = _hits_pattern(query)
+    found = pattern.search(content) if pattern else None
+    first = found.start() if found else None
     start = 0 if first is None or first <= _SNIPPET_LEAD else first - _SNIPPET_LEAD
     if len(content) <= width:
         start = 0  # the whole text fits
@@ -212,10 +214,9 @@ def snippet(content: str, query: Query, width: int = SNIPPET_CHARS) -> tuple[str
     window = content[start : start + width * 2]  # folded whitespace takes less room
     pieces: list[tuple[str, bool]] = []
     at = 0
-    for match in _WORD.finditer(window):
-        if _hit(match.group(), whole, prefixes):
-            pieces += [(window[at : match.start()], False), (match.group(), True)]
-            at = match.end()
+    for match in pattern.finditer(window) if pattern else ():
+        pieces += [(window[at : match.start()], False), (match.group(), True)]
+        at = match.end()
     pieces.append((window[at:], False))
     text, hits = ("…" if start else ""), []
     for number, (piece, is_hit) in enumerate(pieces):
