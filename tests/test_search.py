@@ -287,6 +287,21 @@ def test_a_tampered_entry_is_found_and_flagged(team):
     assert answer["tampered"] == 1
 
 
+def test_the_admin_filter_finds_the_same_entries_whether_matches_are_few_or_many(team, monkeypatch):
+    web = make_seat("web", team)
+    carts = {send(web, team, f"cart {i}")["id"] for i in range(3)}
+    send(web, team, "nothing here")
+
+    def matched() -> set[str]:
+        rows = services.search.matching(Entry.objects.order_by("-ts"), "cart -nothing")
+        return {str(pk) for pk in rows.values_list("id", flat=True)}
+
+    few = matched()
+    monkeypatch.setattr(services.search, "DENSE_MATCHES", 2)  # 3 matches are "many"
+
+    assert few == matched() == carts
+
+
 # ---------------------------------------------------------------- who finds what
 
 
