@@ -145,6 +145,24 @@ def _history(b: Binding, a: dict) -> dict:
     )
 
 
+def _search(b: Binding, a: dict) -> dict:
+    if not b.label:
+        # With no seat the search would be staff's, every room: refuse, saying how.
+        raise RuleError(
+            "search needs to know who you are (it finds the entries of your rooms): add "
+            "?label=<your agent name> to the MCP URL"
+        )
+    return services.search.search(
+        b.seat(),
+        a["query"],
+        room=a.get("room"),
+        limit=a.get("limit", 20),
+        sender=a.get("from"),
+        type=a.get("type"),
+        since=a.get("since"),
+    )
+
+
 def _rooms(b: Binding, a: dict) -> dict:
     mine = services.rooms.seat_rooms(b.seat()) if b.label else []
     return {"mine": mine, "rooms": services.rooms.list_rooms()}
@@ -378,6 +396,46 @@ TOOLS: dict[str, Tool] = {
                 }
             ),
             _history,
+        ),
+        Tool(
+            "search",
+            "Find the entries of your rooms that hold some words, most relevant first, then "
+            "newest; each result names its room, sender, time and id, with a snippet whose "
+            "`highlights` are the [start, end) offsets of the words found. Marks nothing "
+            'read. Query: words (all must be there), "a phrase", prefix* (words starting '
+            "so), -word (leave out entries holding it).",
+            _schema(
+                {
+                    "query": {
+                        "type": "string",
+                        "description": 'What to look for, e.g. cart "total price" migr* -draft',
+                    },
+                    "room": {
+                        "type": "string",
+                        "description": "Only this room; default: every room you are in.",
+                    },
+                    "from": {
+                        "type": "string",
+                        "description": "Only the entries written by this seat or agent name.",
+                    },
+                    "type": {
+                        "type": "string",
+                        "description": "Only this type: QUESTION, ANSWER, FACT or REQUEST.",
+                    },
+                    "since": {
+                        "type": "string",
+                        "description": "Only entries of the last while: 90m, 2h, 7d.",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 200,
+                        "description": "At most this many results (default 20).",
+                    },
+                },
+                ("query",),
+            ),
+            _search,
         ),
         Tool(
             "agents",

@@ -29,6 +29,7 @@ COMMANDS = [
     "peek",
     "unread",
     "history",
+    "search",
     "agents",
     "focus",
     "rooms",

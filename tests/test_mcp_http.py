@@ -223,6 +223,7 @@ async def test_every_tool_has_a_description_and_a_closed_schema(shared_daemon, c
         "send_message",
         "inbox",
         "history",
+        "search",
         "agents",
         "rooms",
         "join",

@@ -17,7 +17,9 @@ since, until   a time range, ISO 8601 (`2025-06-01T14:00Z`, `2025-06-01T16:00+02
                sets it to the browser's zone; UTC without it); a date alone covers
                the whole day
 tz             an IANA time zone name (`Europe/Paris`), for the times above
-q              free text, case-insensitive, in the content
+q              search words in the content, the language of `salon search`: words (all
+               must be there, any case), "a phrase", prefix*, -word; served by the
+               full-text index (bus.services.search.matching), newest first as ever
 =============  =====================================================================
 
 `to` is a JSON list. On SQLite and PostgreSQL `to__icontains` compares against the JSON
@@ -39,6 +41,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from bus.models import Agent, Entry, Room, Seat
 from bus.rules import TYPES, RuleError, closest_names, validate_name
+from bus.services import search
 
 
 def _names(value: str, what: str) -> list[str]:
@@ -196,7 +199,9 @@ class EntryFilter(django_filters.FilterSet):
     # an offset mean the time the person sees on their clock.
     tz = django_filters.CharFilter(method="filter_zone", widget=forms.HiddenInput)
     q = django_filters.CharFilter(
-        field_name="content", lookup_expr="icontains", label="Text in the content"
+        method="filter_text",
+        label="Words in the content",
+        help_text='words (all must be there), "a phrase", prefix*, -word',
     )
 
     class Meta:
@@ -209,6 +214,9 @@ class EntryFilter(django_filters.FilterSet):
             data = data.copy()
             data["type"] = data["type"].strip().upper()
         super().__init__(data, *args, **kwargs)
+
+    def filter_text(self, queryset, name, value):
+        return search.matching(queryset, value) if value.strip() else queryset
 
     def filter_type(self, queryset, name, value):
         return queryset.filter(type=value) if value else queryset

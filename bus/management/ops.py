@@ -215,6 +215,15 @@ OPS.update(
             limit=call.args.get("limit", 20),
             sender=call.args.get("sender"),
         ),
+        "search": lambda call: services.search.search(
+            call.seat(),
+            call.args.get("query") or "",
+            room=call.args.get("room"),
+            limit=call.args.get("limit", 20),
+            sender=call.args.get("sender"),
+            type=call.args.get("type"),
+            since=call.args.get("since"),
+        ),
         "agents": lambda call: services.seats.agents_projection(),
         "focus": _focus,
         "claim": lambda call: services.claims.claim(

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("bus", "0016_request_ask"),
+        ("bus", "0017_entry_search"),
     ]
 
     operations = [

@@ -11,6 +11,7 @@
 * triage: the letterbox and the safety net (a judge command on the telling path);
 * requests: cross-project requests — where an agent's policy is, what it decides;
 * serving: cross-project requests settled — served, denied, gated, or fallen to wake.
+* search: the full-text search of entries (reads only).
 
 Every adapter calls these keyword-only verbs; the rules they apply live in bus.rules and
 the shapes they answer with in bus.wire. A refusal is a bus.rules.RuleError whose
@@ -24,6 +25,7 @@ from bus.services import (
     reading,
     requests,
     rooms,
+    search,
     seats,
     serving,
     telling,
@@ -37,6 +39,7 @@ __all__ = [
     "reading",
     "requests",
     "rooms",
+    "search",
     "seats",
     "serving",
     "telling",

@@ -35,10 +35,11 @@ __all__ = ["Output", "Parser", "UsageError", "Verb", "one_line"]
 
 
 def _table() -> dict[str, Verb]:
-    from bus.management.verbs import claims, messages, policy, presence, rooms, upkeep
+    from bus.management.verbs import claims, messages, policy, presence, rooms, search, upkeep
 
     verbs = [
         *messages.VERBS,
+        *search.VERBS,
         *presence.VERBS,
         *claims.VERBS,
         *rooms.VERBS,

@@ -1,0 +1,444 @@
+"""Search: the query language on the store this run uses (SQLite by default, PostgreSQL
+with DATABASE_URL), who finds what, and what search never does. Each test is one claim,
+judged on the entries found; the faces (CLI, MCP, admin) are tests/test_search_faces.py."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from bus import rules, services, signing
+from bus.models import Entry, Membership, Room, Seat
+from bus.rules import RuleError
+from tests.factories import make_room, make_seat, send
+
+pytestmark = pytest.mark.django_db
+
+# Every string a person, an agent or an attacker may type; none of them may fail.
+HOSTILE = [
+    "",
+    "   ",
+    '"',
+    '"unbalanced quote',
+    'cart "total',
+    "-",
+    "--",
+    "-only",
+    "*",
+    "**",
+    "a*b*c*",
+    "AND OR NOT",
+    "NEAR(cart total, 3)",
+    "content:cart",
+    "^cart",
+    "cart AND (total OR",
+    "'; DROP TABLE bus_entry; --",
+    "cart & !total | (x) <-> y:*",
+    "\x00cart\x00",
+    "\x1b[31mcart\x1b[0m",
+    "cart\u202etotal",
+    "\ud800lone",
+    "😀 emoji",
+    "{}[]()\\/",
+    "x" * 10_000,
+    "cart " * 2_000,
+    '"' * 5_001,
+]
+
+
+@pytest.fixture
+def team() -> Room:
+    return make_room("team")
+
+
+def found(answer: dict) -> list[str]:
+    return [r["id"] for r in answer["results"]]
+
+
+def staff(query: str, **filters) -> dict:
+    return services.search.search(None, query, **filters)
+
+
+def cursor_of(seat: Seat, room: Room) -> int:
+    return Membership.objects.get(seat=seat, room=room).cursor
+
+
+# ---------------------------------------------------------------- the language
+
+
+def test_every_word_must_be_in_the_entry(team):
+    web = make_seat("web", team)
+    both = send(web, team, "the cart total is wrong")["id"]
+    send(web, team, "the cart is empty")
+    send(web, team, "the total is right")
+
+    assert found(staff("cart total")) == [both]
+
+
+def test_words_are_found_in_any_case(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "Deploy FAILED on Friday")["id"]
+
+    assert found(staff("deploy failed")) == [entry]
+    assert found(staff("FRIDAY")) == [entry]
+
+
+def test_a_phrase_needs_its_words_in_order_and_together(team):
+    web = make_seat("web", team)
+    together = send(web, team, "please check the cart total before release")["id"]
+    send(web, team, "the total of the cart")
+    send(web, team, "cart and then a total")
+
+    assert found(staff('"cart total"')) == [together]
+
+
+def test_a_prefix_finds_words_that_start_with_it(team):
+    web = make_seat("web", team)
+    one = send(web, team, "migrations are slow")["id"]
+    two = send(web, team, "we migrated yesterday")["id"]
+    send(web, team, "the mitigation plan")
+
+    assert set(found(staff("migr*"))) == {one, two}
+
+
+def test_a_prefix_after_a_phrase_applies_to_its_last_word(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "the cart totals are in")["id"]
+    send(web, team, "a total cart")
+
+    assert found(staff('"cart tot"*')) == [entry]
+
+
+def test_a_minus_word_leaves_out_the_entries_that_hold_it(team):
+    web = make_seat("web", team)
+    kept = send(web, team, "the build broke on linux")["id"]
+    send(web, team, "the build broke on windows")
+
+    assert found(staff("build -windows")) == [kept]
+
+
+def test_a_minus_phrase_leaves_out_only_that_phrase(team):
+    web = make_seat("web", team)
+    kept = send(web, team, "the build is red, green later")["id"]
+    send(web, team, "the build is green now")
+
+    assert found(staff('build -"is green"')) == [kept]
+
+
+def test_a_file_name_is_searched_as_its_words_in_order(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "I am editing src/cart.py now")["id"]
+    send(web, team, "python cart")
+
+    assert found(staff("cart.py")) == [entry]
+
+
+def test_words_of_other_scripts_and_accents_are_found(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "Größe naïve 日本語 ok")["id"]
+
+    assert found(staff("größe NAÏVE 日本語")) == [entry]
+
+
+def test_an_unbalanced_quote_is_searched_as_words(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "the cart has a bad total")["id"]
+
+    answer = staff('"cart total')
+
+    assert found(answer) == [entry]
+    assert answer["query"] == "cart total"
+
+
+def test_query_syntax_of_the_stores_is_only_words(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "near the cart, and or not")["id"]
+    send(web, team, "the cart")
+
+    assert found(staff("NEAR( cart AND or NOT")) == [entry]
+    assert found(staff("cart & !near")) == [entry]
+
+
+def test_a_number_is_searched_in_the_text_never_as_a_room(team):
+    web = make_seat("web", team)
+    send(web, team, "no digits here")
+    with_number = send(web, team, f"build {team.pk} passed")["id"]
+
+    assert found(services.search.search(web, str(team.pk))) == [with_number]
+    assert found(staff(str(team.pk))) == [with_number]
+
+
+def test_a_query_with_only_minus_words_finds_nothing_and_says_why(team):
+    web = make_seat("web", team)
+    send(web, team, "anything")
+
+    answer = staff("-windows")
+
+    assert answer["results"] == []
+    assert any("nothing to look for" in note for note in answer["notes"])
+
+
+def test_a_query_longer_than_the_limit_is_searched_on_its_start_and_says_so(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "cart")["id"]
+
+    answer = staff("cart " + " ".join(f"word{i}" for i in range(2000)))
+
+    assert found(answer) == []  # the first terms are words too: every word must match
+    assert any(f"first {rules.MAX_QUERY_TERMS} terms" in n for n in answer["notes"])
+    assert found(staff("cart" + " " * 20_000 + "ignored")) == [entry]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=range(len(HOSTILE)))
+def test_no_query_string_fails(team, query):
+    web = make_seat("web", team)
+    send(web, team, "the cart total is 42; see cart.py")
+
+    answer = services.search.search(web, query)
+
+    assert isinstance(answer["results"], list)
+    assert isinstance(answer["notes"], list)
+    assert isinstance(staff(query)["results"], list)
+    assert services.search.matching(Entry.objects.all(), query).count() >= 0
+
+
+# ---------------------------------------------------------------- results
+
+
+def test_results_are_ranked_by_relevance_then_newest_first(team):
+    web = make_seat("web", team)
+    older_weak = send(web, team, "cart " + "other words here " * 20)["id"]
+    strong = send(web, team, "cart cart cart")["id"]
+    newer_weak = send(web, team, "cart " + "other words here " * 20)["id"]
+
+    assert found(staff("cart")) == [strong, newer_weak, older_weak]
+
+
+def test_a_result_names_its_room_sender_time_and_id_with_a_highlighted_snippet(team):
+    web = make_seat("web", team)
+    sent = send(web, team, "the cart total is wrong", type="QUESTION")
+
+    (result,) = staff("cart total")["results"]
+
+    assert (result["id"], result["room"], result["from"], result["ts"], result["type"]) == (
+        sent["id"],
+        "team",
+        web.name,
+        sent["ts"],
+        "QUESTION",
+    )
+    assert result["snippet"] == "the cart total is wrong"
+    assert [result["snippet"][a:b] for a, b in result["highlights"]] == ["cart", "total"]
+
+
+def test_the_snippet_is_one_line_around_the_first_hit(team):
+    web = make_seat("web", team)
+    send(web, team, "word " * 200 + "\n\nthe needle\nis here " + "tail " * 200)
+
+    (result,) = staff("needle")["results"]
+
+    assert "\n" not in result["snippet"]
+    assert result["snippet"].startswith("…") and result["snippet"].endswith("…")
+    assert "the needle is here" in result["snippet"]
+    assert len(result["snippet"]) <= 200
+
+
+def test_limit_caps_the_results(team):
+    web = make_seat("web", team)
+    for i in range(5):
+        send(web, team, f"cart {i}")
+
+    assert len(staff("cart", limit=2)["results"]) == 2
+
+
+def test_a_limit_out_of_range_is_refused_naming_the_range(team):
+    with pytest.raises(RuleError, match="from 1 to 200"):
+        staff("cart", limit=0)
+
+
+def test_filters_narrow_by_room_sender_type_and_time(team):
+    other = make_room("other")
+    web = make_seat("web", team, other)
+    api = make_seat("api", team)
+    in_team = send(web, team, "cart question", type="QUESTION")["id"]
+    in_other = send(web, other, "cart fact")["id"]
+    by_api = send(api, team, "cart from api")["id"]
+    old = send(api, team, "cart long ago")["id"]
+    Entry.objects.filter(id=old).update(ts=timezone.now() - timezone.timedelta(days=30))
+
+    assert found(staff("cart", room="other")) == [in_other]
+    assert set(found(staff("cart", sender="api"))) == {by_api, old}
+    assert found(staff("cart", sender=web.name, type="question")) == [in_team]
+    assert old not in found(staff("cart", since="7d"))
+
+
+def test_a_tampered_entry_is_found_and_flagged(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "the cart total")["id"]
+    Entry.objects.filter(id=entry).update(content="the cart total, changed")
+
+    answer = staff("changed")
+
+    assert found(answer) == [entry]
+    assert answer["results"][0]["tampered"] is True
+    assert answer["tampered"] == 1
+
+
+def test_the_admin_filter_finds_the_same_entries_whether_matches_are_few_or_many(team, monkeypatch):
+    web = make_seat("web", team)
+    carts = {send(web, team, f"cart {i}")["id"] for i in range(3)}
+    send(web, team, "nothing here")
+
+    def matched() -> set[str]:
+        rows = services.search.matching(Entry.objects.order_by("-ts"), "cart -nothing")
+        return {str(pk) for pk in rows.values_list("id", flat=True)}
+
+    few = matched()
+    monkeypatch.setattr(services.search, "DENSE_MATCHES", 2)  # 3 matches are "many"
+
+    assert few == matched() == carts
+
+
+# ---------------------------------------------------------------- who finds what
+
+
+def test_a_seat_finds_only_entries_of_rooms_it_is_a_member_of(team):
+    secret = make_room("secret")
+    web = make_seat("web", team)
+    spy = make_seat("spy", secret)
+    mine = send(web, team, "the cart total")["id"]
+    send(spy, secret, "the cart total in secret")
+
+    assert found(services.search.search(web, "cart")) == [mine]
+    assert found(services.search.search(spy, "cart")) != [mine]
+
+
+def test_a_seat_naming_a_room_it_is_not_in_is_refused_with_how_to_join(team):
+    make_room("secret")
+    web = make_seat("web", team)
+
+    with pytest.raises(RuleError, match="join it first"):
+        services.search.search(web, "cart", room="secret")
+
+
+def test_a_seat_no_longer_in_a_room_no_longer_finds_its_entries(team):
+    web = make_seat("web", team)
+    other = make_seat("api", team, make_room("lobby"))
+    send(web, team, "the cart total")
+    services.rooms.part_room(seat=other, room="team")
+
+    assert found(services.search.search(other, "cart")) == []
+
+
+def test_staff_find_every_room(team):
+    secret = make_room("secret")
+    a = send(make_seat("web", team), team, "cart one")["id"]
+    b = send(make_seat("spy", secret), secret, "cart two")["id"]
+
+    assert set(found(staff("cart"))) == {a, b}
+
+
+def test_search_never_moves_a_cursor(team):
+    web = make_seat("web", team)
+    reader = make_seat("api", team)
+    send(web, team, "the cart total")
+    before = cursor_of(reader, team)
+
+    services.search.search(reader, "cart")
+
+    assert cursor_of(reader, team) == before == 0
+    assert services.reading.read_inbox(seat=reader, room="team", advance=False)["entries"]
+
+
+def test_an_entry_landed_by_the_relay_is_found(team):
+    """An entry written the way the relay lands one (via="relay", a remote sender)."""
+    now = timezone.now()
+    row = Entry(
+        id=uuid.uuid4(),
+        room=team,
+        seq=Room.objects.get(pk=team.pk).last_seq + 1000,
+        ts=now,
+        sender="web@macmini#7b02e5d1",
+        sender_agent="web",
+        type="FACT",
+        content="landed from the other machine: cart total",
+        via="relay",
+    )
+    row.signature = signing.sign_entry(row)
+    row.save(force_insert=True)
+
+    assert found(staff("landed machine")) == [str(row.id)]
+
+
+# ---------------------------------------------------------------- the index
+
+
+def test_the_index_follows_an_entry_changed_outside_the_bus(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "before")["id"]
+    Entry.objects.filter(id=entry).update(content="after")
+
+    assert found(staff("before")) == []
+    assert found(staff("after")) == [entry]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the FTS5 triggers are SQLite's")
+def test_the_search_triggers_are_in_place_after_every_migration():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        triggers = {row[0] for row in cursor.fetchall()}
+    assert {"entry_search_added", "entry_search_removed", "entry_search_changed"} <= triggers
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="FTS5's rebuild")
+def test_a_rebuilt_index_finds_what_the_old_one_did(team):
+    web = make_seat("web", team)
+    entry = send(web, team, "the cart total")["id"]
+
+    services.search.rebuild_index()
+
+    assert found(staff("cart")) == [entry]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_indexes_the_entries_a_store_already_holds():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("bus", "0015_token_folded_label")]
+    MigrationExecutor(connection).migrate(before)
+    room = make_room("team")
+    old = send(make_seat("web", room), room, "written before the index existed")["id"]
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert found(staff("before index existed")) == [old]
+
+
+# ---------------------------------------------------------------- the rule, on any text
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+@pytest.mark.django_db(False)
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    st.text(alphabet=st.characters(), max_size=300) | st.text('"-* ()aAb:^', max_size=40)
+)
+def test_any_text_parses_into_an_expression_fts5_accepts(text):
+    import sqlite3
+
+    parsed = rules.parse_query(text)
+    match = rules.fts5_match(parsed, [1, 2])
+    snippet, hits = rules.snippet("a b " + text, parsed)
+
+    assert (match is None) == (not parsed.searchable)
+    assert all(0 <= a < b <= len(snippet) for a, b in hits)
+    if match is not None:
+        db = sqlite3.connect(":memory:")
+        db.execute("CREATE VIRTUAL TABLE f USING fts5(content, room_id)")
+        db.execute("SELECT count(*) FROM f WHERE f MATCH ?", (match,)).fetchall()
