@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from bus import live, services, wire
+from bus import live, services
 from bus.models import Seat
 from salon.top import view
 from salon.top.app import Flow, Pane, SearchBox, TextScreen, Top
@@ -333,22 +333,16 @@ def test_the_filters_cycle_all_waking_and_each_type_and_back():
 
 
 @db
-def test_a_seats_claims_are_shown_where_its_agents_line_has_them(monkeypatch):
-    """The seat's line of the agents projection carries its claims where the bus records
-    them; the seats pane shows them, and nothing where there are none."""
+def test_a_seats_claims_are_shown_beside_it_and_nothing_where_it_has_none():
     seed_rows()
-    plain = wire.seat_line
-
-    def with_claims(seat, at):
-        line = plain(seat, at)
-        if seat.name == API_SEAT:
-            line["claims"] = [{"claim": "src/login.py"}, "deploy:staging"]
-        return line
-
-    monkeypatch.setattr(wire, "seat_line", with_claims)
+    api = Seat.objects.get(name=API_SEAT)
+    services.claims.claim(seat=api, repo="/srv/web-app/.git", paths=["src/login.py"])
+    services.claims.claim(
+        seat=api, repo="/srv/web-app/.git", paths=["src/cart.py"], kind="soft", duration="30m"
+    )
     shot = view.snapshot(None)
     cells = {s.name: view.seat_cells(s, shot.claims.get(s.seat_id, [])) for s in shot.panes.seats}
-    assert cells[API_SEAT][5] == "src/login.py, deploy:staging"
+    assert cells[API_SEAT][5] == "src/login.py, src/cart.py (by editing)"
     assert cells[WEB_SEAT][5] == ""
 
 

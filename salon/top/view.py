@@ -20,7 +20,8 @@ from datetime import datetime
 from django.utils import timezone
 
 from bus import live, rules, signing, strict, wire
-from bus.models import Entry, Seat
+from bus.models import Entry
+from bus.services import claimed
 
 # What the flow loads of the past when it opens, and keeps at most (the oldest go first).
 BACKLOG = 200
@@ -45,25 +46,17 @@ def snapshot(room: str | None, at: datetime | None = None) -> Snapshot:
 
 
 def claims_of(seat_ids: list[int], at: datetime) -> dict[int, list[str]]:
-    """{seat id: its claims, as short texts}: the `claims` of each seat's line in the
-    agents projection (bus.wire.seat_line) where it has them, else none."""
+    """{seat id: its open file claims, as short texts}, as `agents` reads them
+    (bus.services.claimed)."""
     if not seat_ids:
         return {}
-    found: dict[int, list[str]] = {}
-    for seat in Seat.objects.filter(pk__in=seat_ids).select_related("agent"):
-        claims = wire.seat_line(seat, at).get("claims") or []
-        found[seat.pk] = [claim_text(claim) for claim in claims]
-    return found
+    found = claimed.claims_by_seat(seat_ids=seat_ids, at=at)
+    return {seat_id: [claim_text(claim) for claim in claims] for seat_id, claims in found.items()}
 
 
-def claim_text(claim: object) -> str:
-    """One claim in a few words: a text as it is, a mapping by its name-like field."""
-    if isinstance(claim, dict):
-        for key in ("claim", "key", "path", "file", "what", "text", "name"):
-            if isinstance(claim.get(key), str):
-                return claim[key]
-        return json.dumps(claim, ensure_ascii=False, sort_keys=True)
-    return str(claim)
+def claim_text(claim: dict) -> str:
+    """One claim in a few words: its path, marked when an edit made it."""
+    return claim["path"] + (" (by editing)" if claim["kind"] == "soft" else "")
 
 
 # ---------------------------------------------------------------- cells
