@@ -233,6 +233,8 @@ async def test_every_tool_has_a_description_and_a_closed_schema(shared_daemon, c
         "wait",
         "checkin",
         "salon_status",
+        "claim",
+        "release",
     }
     for tool in tools:
         assert tool["description"]

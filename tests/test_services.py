@@ -129,7 +129,9 @@ def test_an_entry_to_an_agent_reaches_its_remote_seats_by_the_name_without_the_d
 
     report = send(writer, team, "ping.", to=["api"])
 
-    assert report["wakes"] == [remote]
+    # Its own machine decides whether it is woken: the report names it apart.
+    assert report["wakes"] == []
+    assert report["decidedThere"] == [remote]
 
 
 def test_a_local_caller_cannot_take_a_name_of_another_machine():
