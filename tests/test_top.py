@@ -223,6 +223,19 @@ async def test_slash_searches_the_loaded_flow_and_escape_in_the_box_clears_the_s
         assert app.query_text == "" and flow.row_count == 4
 
 
+async def test_slash_speaks_the_search_language_of_the_store(seeded_db):
+    """`rotat*` is a prefix in the search language: no entry holds those characters, the
+    store's full-text search finds "rotate"."""
+    async with Top().run_test(size=SIZE) as pilot:
+        app = await opened(pilot)
+        flow = app.query_one("#flow", Flow)
+
+        await pilot.press("slash", *"rotat* -lunch", "enter")
+
+        await until(pilot, lambda: flow.row_count == 1)
+        assert "rotate the staging keys" in flow_texts(app)[0]
+
+
 async def test_enter_opens_an_entry_in_full_with_its_signature_and_a_changed_row_reads_tampered(
     seeded_db,
 ):
@@ -311,15 +324,16 @@ def test_no_stored_text_reaches_the_terminal_with_a_character_it_would_act_on():
 
 def test_the_search_matches_every_word_in_any_field_ignoring_case():
     entries = [
-        {"content": "Rotate the KEYS", "room": "ops", "type": "REQUEST", "from": "a#1",
-         "to": [], "wakes": ["b#2"], "waiting": []},
-        {"content": "lunch", "room": "team", "type": "FACT", "from": "b#2",
+        {"id": "e1", "content": "Rotate the KEYS", "room": "ops", "type": "REQUEST",
+         "from": "a#1", "to": [], "wakes": ["b#2"], "waiting": []},
+        {"id": "e2", "content": "lunch", "room": "team", "type": "FACT", "from": "b#2",
          "to": ["a"], "wakes": [], "waiting": []},
     ]  # fmt: skip
     assert view.search(entries, "keys ops") == [entries[0]]
     assert view.search(entries, "b#2") == entries
     assert view.search(entries, "  ") == entries
     assert view.search(entries, "keys lunch") == []
+    assert view.search(entries, "lunch*", found=frozenset({"e2"})) == [entries[1]]
 
 
 def test_the_filters_cycle_all_waking_and_each_type_and_back():

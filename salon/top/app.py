@@ -258,6 +258,7 @@ class Top(App):
         self.entries: list[dict] = []  # the loaded flow, oldest first
         self.filter = "all"
         self.query_text = ""
+        self.query_found: frozenset[str] = frozenset()  # the store's search (view.found_ids)
         self.rung = asyncio.Event()
         self.listener: bell.Listener | None = None
         self.panes_at: float | None = None
@@ -365,7 +366,9 @@ class Top(App):
 
     def shown(self, entries: list[dict]) -> list[dict]:
         passing = [e for e in entries if view.passes(e, self.filter)]
-        return view.search(passing, self.query_text) if self.query_text else passing
+        if not self.query_text:
+            return passing
+        return view.search(passing, self.query_text, self.query_found)
 
     def draw_flow(self) -> None:
         """The flow drawn again (a new filter or search), following the newest entry."""
@@ -410,10 +413,20 @@ class Top(App):
     def action_search(self) -> None:
         def searched(query: str | None) -> None:
             if query is not None:
-                self.query_text = query.strip()
+                self.query_text, self.query_found = query.strip(), frozenset()
                 self.draw_flow()
+                if self.query_text:
+                    self.run_worker(self.search_store, group="search", exclusive=True)
 
         self.push_screen(SearchBox(self.query_text), searched)
+
+    async def search_store(self) -> None:
+        """The store's search for the query, then the flow drawn again with what it found."""
+        query = self.query_text
+        found = await in_thread(view.found_ids, query)
+        if query == self.query_text:  # not replaced meanwhile
+            self.query_found = found
+            self.draw_flow()
 
     def action_help(self) -> None:
         self.push_screen(TextScreen("help", view.HELP))

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from bus import live, rules, signing, strict, wire
+from bus import live, rules, services, signing, strict, wire
 from bus.models import Entry
 from bus.services import claimed
 
@@ -200,11 +200,21 @@ def next_filter(filter_name: str) -> str:
     return FILTERS[(at + 1) % len(FILTERS)]
 
 
-def search(entries: list[dict], query: str) -> list[dict]:
-    """The entries of the loaded flow that match `query`: every word of it, ignoring
-    case, somewhere in the text, the room, the type, the sender, the addressees or the
-    seats it wakes. The one place the flow is searched: a search of the whole store
-    takes its place here."""
+def found_ids(query: str) -> frozenset[str]:
+    """The ids of the entries the store's full-text search finds for `query` in every room
+    (the operator sees them all): bus.services.search, the language of `salon search`."""
+    found = services.search.search(None, query, limit=SEARCH_LIMIT)
+    return frozenset(result["id"] for result in found["results"])
+
+
+SEARCH_LIMIT = 200
+
+
+def search(entries: list[dict], query: str, found: frozenset[str] = frozenset()) -> list[dict]:
+    """The entries of the loaded flow that match `query`: those the store's search found
+    (`found`, from found_ids: words, "a phrase", prefix*, -word), and those with every
+    word of it, ignoring case, in the text, the room, the type, the sender, the
+    addressees or the seats it wakes. The one place the flow is searched."""
     words = query.lower().split()
     if not words:
         return list(entries)
@@ -214,7 +224,11 @@ def search(entries: list[dict], query: str) -> list[dict]:
         fields += [*entry["to"], *entry["wakes"], *entry["waiting"]]
         return "\n".join(fields).lower()
 
-    return [entry for entry in entries if all(word in haystack(entry) for word in words)]
+    return [
+        entry
+        for entry in entries
+        if entry["id"] in found or all(word in haystack(entry) for word in words)
+    ]
 
 
 # ---------------------------------------------------------------- one entry in full
@@ -263,7 +277,7 @@ PgDn / PgUp        a page down / up
 Home / End         the first / last row; End in the flow follows new entries
 Enter              rooms: show that room's seats; flow: the entry in full,
                    with its signature checked
-/                  search the flow (Esc in the search box clears it)
+/                  search the flow: words, "a phrase", prefix*, -word (Esc clears)
 f                  filter the flow: all, waking only, then each type
 ?                  this help (Esc closes it)
 q, Ctrl-C          quit
