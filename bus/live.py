@@ -304,21 +304,26 @@ def recent(at: Positions, *, room: Room | None = None, limit: int = BACKLOG) -> 
 
 def _items(rows: list[Entry]) -> list[Item]:
     """Each entry with the seats it woke (its woken ledger rows of seats that were not
-    gone: `send`'s `wakes`), the gone ones it waits for, and the seats it would have woken
-    but for their quiet: a quiet seat has a ledger row for every entry that reaches it, so
-    the wake rule is asked again as if the seat were not quiet."""
+    gone: `send`'s `wakes`), the gone ones it waits for, the seats it would have woken
+    but for their quiet (a quiet seat has a ledger row for every entry that reaches it, so
+    the wake rule is asked again as if the seat were not quiet), and the seats of other
+    machines it is for, woken or quiet as their own machine decides (`send`'s
+    `decidedThere`: this machine's rows of them say nothing of that)."""
     by_id = {str(r.id): r for r in rows}
     replied_to = {strict.stored_uuid(r.re) for r in rows} - {None}
     re_authors = dict(Entry.objects.filter(id__in=replied_to).values_list("id", "sender"))
     wakes: dict[str, list[str]] = defaultdict(list)
     waiting: dict[str, list[str]] = defaultdict(list)
     quieted: dict[str, list[str]] = defaultdict(list)
+    there: dict[str, list[str]] = defaultdict(list)
     decisions = WakeDecision.objects.filter(entry__in=[r.id for r in rows]).order_by("seat_name")
     for entry_id, name, woken, gone, reason, at in decisions.values_list(
         "entry_id", "seat_name", "woken", "gone", "reason", "decided_at"
     ):
         row = by_id[str(entry_id)]
-        if woken:
+        if rules.decided_there(name):
+            there[str(entry_id)].append(name)
+        elif woken:
             (waiting if gone else wakes)[str(entry_id)].append(name)
         elif reason == "quiet" and _would_wake(row, re_authors.get(row.re), name, at):
             quieted[str(entry_id)].append(name)
@@ -326,7 +331,9 @@ def _items(rows: list[Entry]) -> list[Item]:
         Item(
             r.room_id,
             r.seq,
-            wire.live_entry(r, wakes[str(r.id)], quieted[str(r.id)], waiting[str(r.id)]),
+            wire.live_entry(
+                r, wakes[str(r.id)], quieted[str(r.id)], waiting[str(r.id)], there[str(r.id)]
+            ),
         )
         for r in rows
     ]

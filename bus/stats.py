@@ -91,7 +91,8 @@ TOLD_BY = {
     "toldByReading": ("inbox",),
 }
 # A seat of another machine (`agent@device#sid8`, a name only the relay writes) is told
-# by its own machine: its wake-ups here are decided there, never counted as untold.
+# by its own machine: its wake-ups here are decided there (rules.decided_there, as SQL),
+# never counted as untold.
 LOCAL = ~Q(seat_name__contains="@")
 NO_SESSION = Q(woken=True, listener=WakeDecision.LISTENER_NONE) & ~TOLD & LOCAL
 # The letterbox and the safety net (bus.services.triage): what each changed,

@@ -137,10 +137,13 @@ def send_report(
     return report
 
 
-def live_entry(row: Entry, wakes: list[str], quieted: list[str], waiting: list[str]) -> dict:
+def live_entry(
+    row: Entry, wakes: list[str], quieted: list[str], waiting: list[str], there: list[str]
+) -> dict:
     """An entry as the operator's live flow shows it (no reader): who it wakes (the seats
-    `send` named: woken and not gone), whose quiet held it back, and the gone seats the
-    rule woke, which it waits for (`send` left them out)."""
+    `send` named: woken and not gone), whose quiet held it back, the gone seats the
+    rule woke, which it waits for (`send` left them out), and the seats of other machines
+    it is for (`decidedThere`, as `send` reports them: their own machine decides)."""
     return {
         "id": str(row.id),
         "room": row.room.name,
@@ -156,5 +159,6 @@ def live_entry(row: Entry, wakes: list[str], quieted: list[str], waiting: list[s
         "wakes": wakes,
         "quieted": quieted,
         "waiting": waiting,
+        "decidedThere": there,
         "tampered": not signing.verify_entry(row),
     }

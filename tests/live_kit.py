@@ -1,10 +1,15 @@
-"""Helpers for the live view's tests: a seeded store, a logged-in staff client, and a
-reader of the live stream's server-sent events."""
+"""Helpers for the live view's tests: a seeded store, a logged-in staff client, a
+reader of the live stream's server-sent events, and a running `salon watch`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import re
+import signal
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from tests.claude_kit import API_SESSION, WEB_SESSION
-from tests.support import run_django_script
+from tests.support import run_django_script, salon_cmd, stretched
 
 PASSWORD = "salon-staff-pw-9315"
 DOCS_SESSION = "77aa0012-aaaa-4bbb-8ccc-000000000003"
@@ -131,3 +136,41 @@ def read_until(stream: Iterator[Event | str], done, seconds: float = 10) -> list
 
 def stream_timeout() -> httpx.Timeout:
     return httpx.Timeout(10, read=12)  # a keep-alive comes every 15 s at the latest
+
+
+class Watch:
+    """A running `salon watch`, its stdout read line by line in a thread."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.process = subprocess.Popen(
+            salon_cmd("watch", *args),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        banner = self.process.stderr.readline()  # printed once it listens
+        assert banner.startswith("salon watch: watching"), banner
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def next_lines(self, count: int, seconds: float = 5) -> list[str]:
+        seconds = stretched(seconds)
+        deadline = time.monotonic() + seconds
+        got = []
+        while len(got) < count:
+            left = deadline - time.monotonic()
+            assert left > 0, f"only {got} in {seconds}s"
+            with contextlib.suppress(queue.Empty):
+                got.append(self.lines.get(timeout=left))
+        return got
+
+    def interrupt(self) -> tuple[int, str]:
+        """Ctrl-C: its exit status and what it said on stderr meanwhile."""
+        self.process.send_signal(signal.SIGINT)
+        code = self.process.wait(stretched(10))
+        return code, self.process.stderr.read()

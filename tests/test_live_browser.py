@@ -20,7 +20,7 @@ import pytest
 
 from tests.claude_kit import API_SEAT, WEB_SEAT, api, ok, salon, send, web
 from tests.live_kit import DOCS_SEAT, DOCS_SESSION, OLD_SEAT, PASSWORD, seed
-from tests.support import REPO, Daemon, dump_store
+from tests.support import REPO, Daemon, dump_store, query_store, run_django_script
 from tests.test_browser import CHROMIUM, sync_playwright
 
 if sync_playwright is not None:
@@ -277,3 +277,31 @@ def test_the_pager_keys_move_search_filter_open_and_help_but_not_while_typing(se
         page.keyboard.press("Escape")
         expect(page.locator("#salon-help")).to_be_hidden()
         assert dump_store(store) == before  # every row as it was: the keys only read
+
+
+REMOTE_SEAT = "designer@desktop#de51de51"
+# A roster of machine `desktop`, as its bridge would land it: one live seat in `team`.
+REMOTE_ROSTER = """
+import django
+django.setup()
+from datetime import timedelta
+from bus import services
+from bus.models import Room
+services.seats.remote_roster(room=Room.objects.get(name="team"), device="desktop",
+                             seats=[("designer@desktop#de51de51", "live")],
+                             live_for=timedelta(hours=1))
+"""
+
+
+def test_a_seat_of_another_machine_is_shown_as_decided_there_never_as_woken(server):
+    daemon, store = server
+    run_django_script(store, REMOTE_ROSTER, daemon.cwd)
+    with live_page(daemon) as page:
+        send(store, web, "team", "QUESTION", "Which palette?", "--to", "designer@desktop")
+        row = page.locator("#salon-flow-rows li[data-id]").filter(has_text="Which palette?")
+        expect(row.locator(".salon-there")).to_have_text(f"(decided there: {REMOTE_SEAT})")
+        expect(row.locator(".salon-wake")).to_have_count(0)
+        expect(row.locator(".salon-waiting")).to_have_count(0)
+        assert query_store(
+            store, "SELECT woken FROM bus_wakedecision WHERE seat_name = ?", (REMOTE_SEAT,)
+        ) == [(1,)]  # the ledger says woken: the page said "wakes" from it before

@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from relay import client, crypto
+from tests.live_kit import PASSWORD, Watch, events, read_until, staff_client, stream_timeout
 from tests.mcp_helpers import RawSession
 from tests.support import (
     Daemon,
@@ -34,9 +35,11 @@ from tests.support import (
     execute_store,
     migrate,
     query_store,
+    run_django_script,
     run_salon,
     salon_cmd,
     salon_env,
+    stretched,
 )
 
 pytestmark = pytest.mark.slow
@@ -679,3 +682,62 @@ def test_a_seats_focus_crosses_to_the_other_machine_and_agents_shows_it_there(sa
 
     focus = eventually(seen_on_b, what="B shows A's seat's focus")
     assert (focus["text"], focus["files"]) == ("tidying the settings page", ["web/settings.tsx"])
+
+
+# ---------------------------------------------------------------- the operator's live flow
+
+
+def test_the_live_flow_shows_a_seat_of_the_other_machine_as_decided_there_in_both_faces(salons):
+    """`salon watch` and the admin's live stream on A show B's seat as `send` reports it:
+    decided there, though A's ledger holds a woken row for it."""
+    a, b = salons.a, salons.b
+    assert b.salon("join", "team", agent="designer", session="de51de51-0001").returncode == 0
+    remote = "designer@machineB#de51de51"
+    eventually(lambda: a.rows("SELECT 1 FROM bus_seat WHERE name = ?", (remote,)),
+               what=f"A knows {remote}")  # fmt: skip
+    assert a.salon("join", "team", session="a5a5a5a5-0001").returncode == 0
+    script = (
+        "import django\n"
+        "django.setup()\n"
+        "from django.contrib.auth.models import User\n"
+        "if not User.objects.filter(username='staff').exists():\n"
+        f"    User.objects.create_superuser('staff', 'staff@example.com', {PASSWORD!r})\n"
+    )
+    run_django_script(a.env, script, a.cwd)
+    tag = uuid.uuid4().hex[:8]
+    watch = Watch(a.env, "team")
+    try:
+        with (
+            staff_client(a.daemon.url) as staff,
+            staff.stream("GET", "/admin/live/stream", timeout=stream_timeout()) as response,
+        ):
+            stream = events(response)
+            read_until(stream, lambda got: got[-1].name == "ready", stretched(30))
+            asked = a.salon("send", "team", "QUESTION", f"which palette? {tag}", "--to",
+                            "designer@machineB", "--json", session="a5a5a5a5-0001")  # fmt: skip
+            assert asked.returncode == 0, asked.stderr
+            report = json.loads(asked.stdout)
+            got = read_until(
+                stream,
+                lambda got: any(e.name == "entry" and tag in e.data["content"] for e in got),
+                stretched(30),
+            )
+        [shown] = [e.data for e in got if e.name == "entry" and tag in e.data["content"]]
+        line = ""
+        while tag not in line:  # the first line of this entry (other tests' may come first)
+            [line] = watch.next_lines(1, 30)
+    finally:
+        watch.interrupt()
+
+    assert (report["wakes"], report["decidedThere"]) == ([], [remote])
+    # A's ledger says woken: the flow read it as "wakes" before.
+    assert a.rows(
+        "SELECT woken FROM bus_wakedecision WHERE entry_id = ? AND seat_name = ?",
+        (uuid.UUID(report["id"]).hex, remote),
+    ) == [(1,)]
+    assert (shown["wakes"], shown["waiting"], shown["quieted"]) == ([], [], [])
+    assert shown["decidedThere"] == [remote]
+    assert line.endswith(
+        f"team QUESTION api#a5a5a5a5 → designer@machineB (decided there: {remote}): "
+        f'"which palette? {tag}"'
+    )

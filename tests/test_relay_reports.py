@@ -56,6 +56,31 @@ def test_a_remote_seat_is_reported_as_decided_there_never_as_woken_or_quiet():
     assert "decidedThere" not in send(api, team, "a local fact")
 
 
+def test_the_live_flow_shows_remote_seats_as_decided_there_as_send_reports_them():
+    """REGRESSION: the operator's live flow read remote seats from the ledger and listed
+    a live one under "wakes" and a gone one under "waiting", which `send` never says."""
+    from bus import live
+    from bus.management.commands.watch import format_line
+
+    team = make_room("team")
+    roster(team, (REMOTE, "live"), ("docs@desktop#c3c3c3c3", "gone"))
+    api = make_seat("api", team)
+    local = make_seat("web-app", team)
+    start = live.positions()
+
+    everyone = send(api, team, "who is around?", type="QUESTION")
+    land(type="QUESTION", content="from desktop, for everyone")  # decided here for local seats
+
+    asked, landed = (item.data for item in live.after(start))
+    assert (asked["wakes"], asked["decidedThere"]) == (everyone["wakes"], everyone["decidedThere"])
+    assert asked["decidedThere"] == ["docs@desktop#c3c3c3c3", REMOTE]
+    assert (asked["waiting"], asked["quieted"]) == ([], [])
+    assert landed["wakes"] == sorted([api.name, local.name])
+    assert (landed["decidedThere"], landed["waiting"]) == (["docs@desktop#c3c3c3c3"], [])
+    line = format_line(asked)
+    assert f"(wakes {local.name}) (decided there: docs@desktop#c3c3c3c3, {REMOTE}):" in line
+
+
 def test_the_send_command_shows_remote_seats_as_decided_there():
     from bus.management.verbs.messages import Send
 

@@ -311,6 +311,7 @@ def test_no_stored_text_reaches_the_terminal_with_a_character_it_would_act_on():
         "wakes": ["api\x1b]0;t\x07"],
         "waiting": [],
         "quieted": [],
+        "decidedThere": [],
         "content": "\n\nfirst \x1b[31mred\x1b[0m line\r\nsecond",
         "tampered": False,
     }
@@ -325,11 +326,12 @@ def test_no_stored_text_reaches_the_terminal_with_a_character_it_would_act_on():
 def test_the_search_matches_every_word_in_any_field_ignoring_case():
     entries = [
         {"id": "e1", "content": "Rotate the KEYS", "room": "ops", "type": "REQUEST",
-         "from": "a#1", "to": [], "wakes": ["b#2"], "waiting": []},
+         "from": "a#1", "to": [], "wakes": ["b#2"], "waiting": [], "decidedThere": []},
         {"id": "e2", "content": "lunch", "room": "team", "type": "FACT", "from": "b#2",
-         "to": ["a"], "wakes": [], "waiting": []},
+         "to": ["a"], "wakes": [], "waiting": [], "decidedThere": ["c@desktop#3"]},
     ]  # fmt: skip
     assert view.search(entries, "keys ops") == [entries[0]]
+    assert view.search(entries, "c@desktop") == [entries[1]]  # a seat of another machine
     assert view.search(entries, "b#2") == entries
     assert view.search(entries, "  ") == entries
     assert view.search(entries, "keys lunch") == []
@@ -379,5 +381,6 @@ def test_opening_an_entry_no_longer_in_the_store_says_so():
         "wakes": [],
         "waiting": [],
         "quieted": [],
+        "decidedThere": [],
     }
     assert view.in_full(shown).endswith("no longer in the store")

@@ -3,21 +3,15 @@ itself, `salon send` from other processes, and a daemon where one is running."""
 
 from __future__ import annotations
 
-import contextlib
-import queue
 import shutil
-import signal
-import subprocess
 import tempfile
-import threading
-import time
 
 import httpx
 import pytest
 
 from tests.claude_kit import API_SEAT, WEB_SEAT, api, send, web
-from tests.live_kit import DOCS_SEAT, OLD_SEAT, seed
-from tests.support import Daemon, drop_store, migrate, run_salon, salon_cmd, salon_env
+from tests.live_kit import DOCS_SEAT, OLD_SEAT, Watch, seed
+from tests.support import Daemon, drop_store, migrate, run_salon, salon_env
 
 pytestmark = pytest.mark.slow
 
@@ -34,43 +28,6 @@ def store(tmp_path_factory):
     yield environment
     drop_store(environment)
     shutil.rmtree(short, ignore_errors=True)
-
-
-class Watch:
-    """A running `salon watch`, its stdout read line by line in a thread."""
-
-    def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.process = subprocess.Popen(
-            salon_cmd("watch", *args),
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        banner = self.process.stderr.readline()  # printed once it listens
-        assert banner.startswith("salon watch: watching"), banner
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def next_lines(self, count: int, seconds: float = 5) -> list[str]:
-        deadline = time.monotonic() + seconds
-        got = []
-        while len(got) < count:
-            left = deadline - time.monotonic()
-            assert left > 0, f"only {got} in {seconds}s"
-            with contextlib.suppress(queue.Empty):
-                got.append(self.lines.get(timeout=left))
-        return got
-
-    def interrupt(self) -> tuple[int, str]:
-        """Ctrl-C: its exit status and what it said on stderr meanwhile."""
-        self.process.send_signal(signal.SIGINT)
-        code = self.process.wait(10)
-        return code, self.process.stderr.read()
 
 
 def test_salon_watch_prints_one_line_per_entry_with_the_seats_it_wakes_until_ctrl_c(store):

@@ -166,6 +166,14 @@ def agent_of_seat(seat: str) -> str:
     return seat.partition("#")[0]
 
 
+def decided_there(name: str) -> bool:
+    """A seat or agent of another machine (``web-app@desktop#b2b2b2b2``: ``@`` marks it, and
+    only the relay writes such names). Its own machine knows its quiet and liveness, so it
+    decides whether an entry wakes it and tells it; this one shows it as "decided there",
+    never as woken, quiet or waited for."""
+    return "@" in agent_of_seat(name)
+
+
 def base_agent(agent: str) -> str:
     """The agent without its ``@device`` part: ``web-app@macmini`` → ``web-app``."""
     return agent.partition("@")[0]

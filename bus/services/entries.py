@@ -392,7 +392,7 @@ def _decide(
                 gone=liveness == rules.GONE,
             )
         )
-        if "@" in reader.agent_name:  # a seat of another machine: decided there
+        if rules.decided_there(reader.name):
             there.append(reader.name)
         elif decision.woken:
             woken_ids.append(reader.pk)
@@ -404,11 +404,11 @@ def _decide(
     if not wakes and not there:
         everyone = readers if asked is members else rosters.readers(members)
         other_live = sum(
-            1 for r in everyone if r.liveness(at) == rules.LIVE and "@" not in r.agent_name
+            1 for r in everyone if r.liveness(at) == rules.LIVE and not rules.decided_there(r.name)
         )
 
     statuses = []
-    local = [r for r in readers if "@" not in r.agent_name]
+    local = [r for r in readers if not rules.decided_there(r.name)]
     for name in entry.to:  # `readers` are exactly the readers `to` names
         matching = [r for r in local if rules.addressed_to([name], r.member.facts)]
         if not matching and any(rules.addressed_to([name], r.member.facts) for r in readers):

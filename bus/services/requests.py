@@ -229,8 +229,8 @@ def ask_of_landing(meta: dict, entry_type: str, names: list[str], writer: str) -
     if "ask" not in meta or entry_type != "REQUEST" or len(names) != 1:
         return None
     agent = rules.agent_of_seat(names[0])
-    if "@" in agent:
-        return None  # for a third machine: decided there
+    if rules.decided_there(agent):
+        return None  # for a third machine
     key = meta["ask"] if isinstance(meta["ask"], str) else rules.shown_ask(meta["ask"])
     return _asked(key, agent, writer)
 

@@ -142,10 +142,12 @@ def reading_text(row: live.SeatRow) -> str:
 
 
 def wakes_text(entry: dict) -> str:
-    """Who the entry woke; then the gone seats it waits for, and whose quiet held it."""
+    """Who the entry woke; then the gone seats it waits for, whose quiet held it, and the
+    seats of other machines it is for (their own machine decides)."""
     parts = list(entry["wakes"])
     parts += [f"{name} (gone: waits)" for name in entry["waiting"]]
     parts += [f"{name} (quiet)" for name in entry["quieted"]]
+    parts += [f"{name} (decided there)" for name in entry["decidedThere"]]
     return ", ".join(parts)
 
 
@@ -221,7 +223,7 @@ def search(entries: list[dict], query: str, found: frozenset[str] = frozenset())
 
     def haystack(entry: dict) -> str:
         fields = [entry["content"], entry["room"], entry["type"], entry["from"]]
-        fields += [*entry["to"], *entry["wakes"], *entry["waiting"]]
+        fields += [*entry["to"], *entry["wakes"], *entry["waiting"], *entry["decidedThere"]]
         return "\n".join(fields).lower()
 
     return [
@@ -284,5 +286,6 @@ q, Ctrl-C          quit
 
 Seats: live / ? (unknown: not seen lately) / gone; reading: caught up or
 behind with the unread count; focus; quiet; claims.
-Flow: wakes names the seats an entry woke; a gone seat it waits for and a
-quiet seat it would have woken are marked so."""
+Flow: wakes names the seats an entry woke; a gone seat it waits for, a
+quiet seat it would have woken and a seat of another machine (decided
+there) are marked so."""

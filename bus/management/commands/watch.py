@@ -5,7 +5,9 @@ until Ctrl-C:
 
 The time is the terminal's local time; `→` names the addressees (none: a broadcast);
 `(wakes …)` marks the seats it woke, as `send` named them when it was stored; `(waits for …:
-gone)` the seats the rule woke that were gone then, which the entry waits for.
+gone)` the seats the rule woke that were gone then, which the entry waits for; `(quiet: …)`
+the seats whose quiet held it back; `(decided there: …)` the seats of other machines it is
+for, whose own machine decides whether it wakes them.
 
 It reads the store itself, with the listener the daemon and `salon wait` use
 (bus.bell.Listener: on SQLite PRAGMA data_version, on PostgreSQL LISTEN), so it works
@@ -42,6 +44,8 @@ def format_line(entry: dict) -> str:
     wakes = f" (wakes {', '.join(entry['wakes'])})" if entry["wakes"] else ""
     waits = f" (waits for {', '.join(entry['waiting'])}: gone)" if entry["waiting"] else ""
     quiet = f" (quiet: {', '.join(entry['quieted'])})" if entry["quieted"] else ""
+    there = entry["decidedThere"]
+    quiet += f" (decided there: {', '.join(there)})" if there else ""
     tampered = " TAMPERED (its signature does not match)" if entry["tampered"] else ""
     room, sender = strict.loggable(entry["room"], 200), strict.loggable(entry["from"], 200)
     return (
