@@ -36,96 +36,57 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Figure, percentile, scenario_main, summary
 from bench.relay import SECRET, _all_stored, _env, _synced, _unix, _wait
+from tests.netns_kit import NamespacedDaemon, inside, veth_link
 from tests.support import Daemon, run_salon, salon_cmd
 
 READER_SESSION = "beb0beb0-0000-4000-8000-000000000001"
 
 
-def _ip(*args: str) -> None:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
-
-
-class _Namespaced(Daemon):
-    """A daemon listening on `address`, inside `namespace` when one is given."""
-
-    namespace: str = ""
-    address: str = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}:{self.port}"
-
-    def launch(self) -> Daemon:
-        self.log_path = self.cwd / f"daemon-{self.port}.log"
-        prefix = ["ip", "netns", "exec", self.namespace] if self.namespace else []
-        self.process = subprocess.Popen(
-            [*prefix, *salon_cmd(*self.command, "--bind", self.address, "--port", str(self.port))],
-            env=self.env, cwd=self.cwd, stdout=self.log_path.open("ab"),
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        return self
-
-
 @contextlib.contextmanager
 def two_namespaces() -> Iterator[tuple[Daemon, Daemon, Daemon]]:
-    tag = os.getpid() % 100000
-    namespace, outer, inner = f"salon-bn-{tag}", f"vba{tag}", f"vbb{tag}"
-    octet = 1 + tag % 250
-    here, there = f"10.215.{octet}.1", f"10.215.{octet}.2"
     base = Path(tempfile.mkdtemp(prefix="salon-bench-netns-"))
     tmp = tempfile.mkdtemp(prefix="sbn-", dir="/tmp")
     daemons: list[Daemon] = []
-    _ip("netns", "add", namespace)
-    try:
-        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-        _ip("link", "set", inner, "netns", namespace)
-        _ip("addr", "add", f"{here}/30", "dev", outer)
-        _ip("link", "set", outer, "up")
-        _ip("-n", namespace, "addr", "add", f"{there}/30", "dev", inner)
-        _ip("-n", namespace, "link", "set", inner, "up")
-        _ip("-n", namespace, "link", "set", "lo", "up")
-        for name in ("relay", "a", "b"):
-            directory = base / name
-            directory.mkdir()
-            extra = {"AGENT_SALON_RELAY_RATE": "1000000"}
-            if name == "relay":
-                extra["AGENT_SALON_RELAY_SECRET"] = SECRET
-            command = ("relay", "serve") if name == "relay" else ("serve",)
-            daemons.append(_Namespaced(env=_env(directory, tmp, **extra), cwd=directory,
-                                       command=command))  # fmt: skip
-        relay, a, b = daemons
-        relay.address = here
-        b.namespace, b.address = namespace, there
-        for running in daemons:
-            running.launch()
-        for running in daemons:
-            running.wait_ready(120)
-        done = run_salon("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA",
-                         env=a.env, cwd=a.cwd)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert run_salon("rooms", "--create", "team", env=a.env, cwd=a.cwd).returncode == 0
-        invited = run_salon("invite", "team", "--for", "machineB", env=a.env, cwd=a.cwd)
+    with veth_link("bn", 215) as link:
+        try:
+            for name in ("relay", "a", "b"):
+                directory = base / name
+                directory.mkdir()
+                extra = {"AGENT_SALON_RELAY_RATE": "1000000"}
+                if name == "relay":
+                    extra["AGENT_SALON_RELAY_SECRET"] = SECRET
+                command = ("relay", "serve") if name == "relay" else ("serve",)
+                daemons.append(NamespacedDaemon(env=_env(directory, tmp, **extra), cwd=directory,
+                                                command=command))  # fmt: skip
+            relay, a, b = daemons
+            relay.address = link.here
+            b.namespace, b.address = link.namespace, link.there
+            for running in daemons:
+                running.launch()
+            for running in daemons:
+                running.wait_ready(120)
+            done = run_salon("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA",
+                             env=a.env, cwd=a.cwd)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert run_salon("rooms", "--create", "team", env=a.env, cwd=a.cwd).returncode == 0
+            invited = run_salon("invite", "team", "--for", "machineB", env=a.env, cwd=a.cwd)
 
-        def on_b(*args: str, **env: str) -> subprocess.CompletedProcess:
-            return subprocess.run(["ip", "netns", "exec", namespace, *salon_cmd(*args)],
-                                  env={**b.env, **env}, cwd=b.cwd, capture_output=True,
-                                  text=True, timeout=120)  # fmt: skip
+            def on_b(*args: str, **env: str) -> subprocess.CompletedProcess:
+                return subprocess.run(inside(link.namespace, *salon_cmd(*args)),
+                                      env={**b.env, **env}, cwd=b.cwd, capture_output=True,
+                                      text=True, timeout=120)  # fmt: skip
 
-        joined = on_b("join", invited.stdout.strip())
-        assert joined.returncode == 0, joined.stderr
-        reader = {"AGENT_SALON_NAME": "reader", "CLAUDE_CODE_SESSION_ID": READER_SESSION}
-        assert on_b("join", "team", **reader).returncode == 0
-        _wait(lambda: _synced(a) and _synced(b), 90, "both bridges synced")
-        yield relay, a, b
-    finally:
-        for running in daemons:
-            running.stop()
-        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-        subprocess.run(["ip", "link", "del", outer], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+            joined = on_b("join", invited.stdout.strip())
+            assert joined.returncode == 0, joined.stderr
+            reader = {"AGENT_SALON_NAME": "reader", "CLAUDE_CODE_SESSION_ID": READER_SESSION}
+            assert on_b("join", "team", **reader).returncode == 0
+            _wait(lambda: _synced(a) and _synced(b), 90, "both bridges synced")
+            yield relay, a, b
+        finally:
+            for running in daemons:
+                running.stop()
+            shutil.rmtree(base, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def one_way(a: Daemon, b: Daemon, count: int) -> tuple[list[float], float]:

@@ -20,24 +20,13 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from tests.netns_kit import NamespacedDaemon, inside, netns_usable, veth_link
 from tests.support import Daemon, drop_store, migrate, query_store, run_salon, salon_cmd, salon_env
 from tests.test_relay import SECRET, eventually
 
-
-def _netns_usable() -> bool:
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        return False
-    name = f"salon-probe-{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True)
-    if made.returncode != 0:
-        return False
-    subprocess.run(["ip", "netns", "del", name], capture_output=True)
-    return True
-
-
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not _netns_usable(), reason="needs root and `ip netns`"),
+    pytest.mark.skipif(not netns_usable(), reason="needs root and `ip netns`"),
     # Inside the namespace there is no route to the servers of a PostgreSQL/Redis run.
     pytest.mark.skipif(
         bool(os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL")),
@@ -46,61 +35,10 @@ pytestmark = [
 ]
 
 
-def ip(*args: str) -> None:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True)
-    assert done.returncode == 0, f"ip {' '.join(args)}: {done.stderr}"
-
-
-@dataclass
-class Link:
-    namespace: str
-    here: str  # this side's address
-    there: str  # B's address, inside the namespace
-
-
 @pytest.fixture
 def link():
-    tag = os.getpid() % 100000
-    namespace, outer, inner = f"salon-b-{tag}", f"vsa{tag}", f"vsb{tag}"
-    octet = 1 + tag % 250
-    here, there = f"10.213.{octet}.1", f"10.213.{octet}.2"
-    ip("netns", "add", namespace)
-    try:
-        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-        ip("link", "set", inner, "netns", namespace)
-        ip("addr", "add", f"{here}/30", "dev", outer)
-        ip("link", "set", outer, "up")
-        ip("-n", namespace, "addr", "add", f"{there}/30", "dev", inner)
-        ip("-n", namespace, "link", "set", inner, "up")
-        ip("-n", namespace, "link", "set", "lo", "up")
-        yield Link(namespace, here, there)
-    finally:
-        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-        subprocess.run(["ip", "link", "del", outer], capture_output=True)
-
-
-class NamespacedDaemon(Daemon):
-    """A daemon inside a network namespace, reached at `address` from here."""
-
-    namespace: str = ""
-    address: str = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}:{self.port}"
-
-    def launch(self) -> Daemon:
-        self.log_path = self.cwd / f"daemon-{self.port}.log"
-        prefix = ["ip", "netns", "exec", self.namespace] if self.namespace else []
-        self.process = subprocess.Popen(
-            [*prefix, *salon_cmd(*self.command, "--bind", self.address, "--port", str(self.port))],
-            env=self.env,
-            cwd=self.cwd,
-            stdout=self.log_path.open("ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        return self
+    with veth_link("b", 213) as made:
+        yield made
 
 
 def test_two_machines_in_two_network_namespaces_meet_through_the_relay(tmp_path, link):
@@ -126,7 +64,7 @@ def test_two_machines_in_two_network_namespaces_meet_through_the_relay(tmp_path,
 
         def on_b(*args: str) -> subprocess.CompletedProcess:
             return subprocess.run(
-                ["ip", "netns", "exec", link.namespace, *salon_cmd(*args)],
+                inside(link.namespace, *salon_cmd(*args)),
                 env={**envs["b"], "AGENT_SALON_NAME": "web-app",
                      "CLAUDE_CODE_SESSION_ID": "b0b0b0b0-0001"},
                 cwd=tmp_path / "b", capture_output=True, text=True, timeout=60,
@@ -138,8 +76,8 @@ def test_two_machines_in_two_network_namespaces_meet_through_the_relay(tmp_path,
 
         # Inside the namespace, this machine's loopback is not the relay's.
         probe = subprocess.run(
-            ["ip", "netns", "exec", link.namespace, sys.executable, "-c",
-             f"import socket; socket.create_connection(('127.0.0.1', {relay.port}), 2)"],
+            inside(link.namespace, sys.executable, "-c",
+                   f"import socket; socket.create_connection(('127.0.0.1', {relay.port}), 2)"),
             capture_output=True,
         )  # fmt: skip
         assert probe.returncode != 0
@@ -209,7 +147,7 @@ class Across:
 
     def on_b(self, *args: str, agent: str = "web-app", session: str = "b2b2b2b2-0001"):
         return subprocess.run(
-            ["ip", "netns", "exec", self.namespace, *salon_cmd(*args)],
+            inside(self.namespace, *salon_cmd(*args)),
             env={**self.envs["b"], "AGENT_SALON_NAME": agent, "CLAUDE_CODE_SESSION_ID": session},
             cwd=self.cwd["b"], capture_output=True, text=True, timeout=60,
         )  # fmt: skip
@@ -217,7 +155,7 @@ class Across:
     def in_b(self, code: str) -> subprocess.CompletedProcess:
         """Python run inside B's namespace (B's view of the network)."""
         return subprocess.run(
-            ["ip", "netns", "exec", self.namespace, sys.executable, "-c", code],
+            inside(self.namespace, sys.executable, "-c", code),
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 
@@ -231,65 +169,54 @@ class Across:
 
 @pytest.fixture(scope="module")
 def across(tmp_path_factory):
-    tag = (os.getpid() + 7) % 100000
-    namespace, outer, inner = f"salon-x-{tag}", f"vxa{tag}", f"vxb{tag}"
-    octet = 1 + tag % 250
-    here, there = f"10.214.{octet}.1", f"10.214.{octet}.2"
     base = tmp_path_factory.mktemp("across")
     tmp = tempfile.mkdtemp(prefix="rx-", dir="/tmp")
     envs, cwd, daemons = {}, {}, []
-    ip("netns", "add", namespace)
-    try:
-        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-        ip("link", "set", inner, "netns", namespace)
-        ip("addr", "add", f"{here}/30", "dev", outer)
-        ip("link", "set", outer, "up")
-        ip("-n", namespace, "addr", "add", f"{there}/30", "dev", inner)
-        ip("-n", namespace, "link", "set", inner, "up")
-        ip("-n", namespace, "link", "set", "lo", "up")
-        for name in ("relay", "a", "b"):
-            cwd[name] = base / name
-            cwd[name].mkdir()
-            extra = (
-                {"AGENT_SALON_RELAY_SECRET": SECRET, "AGENT_SALON_RELAY_RATE": "40"}
-                if name == "relay"
-                else {}
+    with veth_link("x", 214, tag=os.getpid() + 7) as link:
+        try:
+            for name in ("relay", "a", "b"):
+                cwd[name] = base / name
+                cwd[name].mkdir()
+                extra = (
+                    {"AGENT_SALON_RELAY_SECRET": SECRET, "AGENT_SALON_RELAY_RATE": "40"}
+                    if name == "relay"
+                    else {}
+                )
+                envs[name] = salon_env(cwd[name], TMPDIR=tmp, **extra)
+                migrate(envs[name])
+            relay = NamespacedDaemon(
+                env=envs["relay"], cwd=cwd["relay"], command=("relay", "serve")
             )
-            envs[name] = salon_env(cwd[name], TMPDIR=tmp, **extra)
-            migrate(envs[name])
-        relay = NamespacedDaemon(env=envs["relay"], cwd=cwd["relay"], command=("relay", "serve"))
-        relay.address = here
-        a = Daemon(env=envs["a"], cwd=cwd["a"])
-        b = NamespacedDaemon(env=envs["b"], cwd=cwd["b"])
-        b.namespace, b.address = namespace, there
-        daemons = [relay, a, b]
-        for running in daemons:
-            running.launch()
-        for running in daemons:
-            running.wait_ready(90)
-        made = Across(relay, a, b, envs, cwd, namespace)
-        used = made.on_a("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA")
-        assert used.returncode == 0, used.stderr
-        assert made.on_a("rooms", "--create", "team").returncode == 0
-        assert made.on_a("join", "team").returncode == 0
-        invited = made.on_a("invite", "team", "--for", "machineB")
-        joined = made.on_b("join", invited.stdout.strip())
-        assert joined.returncode == 0, joined.stderr
-        assert made.on_b("join", "team").returncode == 0
-        eventually(
-            lambda: query_store(envs["a"], "SELECT 1 FROM bus_seat WHERE name = ?",
-                                ("web-app@machineB#b2b2b2b2",)),
-            timeout=60, what="A knows B's seat",
-        )  # fmt: skip
-        yield made
-    finally:
-        for running in daemons:
-            running.stop()
-        for env in envs.values():
-            drop_store(env)
-        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-        subprocess.run(["ip", "link", "del", outer], capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+            relay.address = link.here
+            a = Daemon(env=envs["a"], cwd=cwd["a"])
+            b = NamespacedDaemon(env=envs["b"], cwd=cwd["b"])
+            b.namespace, b.address = link.namespace, link.there
+            daemons = [relay, a, b]
+            for running in daemons:
+                running.launch()
+            for running in daemons:
+                running.wait_ready(90)
+            made = Across(relay, a, b, envs, cwd, link.namespace)
+            used = made.on_a("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA")
+            assert used.returncode == 0, used.stderr
+            assert made.on_a("rooms", "--create", "team").returncode == 0
+            assert made.on_a("join", "team").returncode == 0
+            invited = made.on_a("invite", "team", "--for", "machineB")
+            joined = made.on_b("join", invited.stdout.strip())
+            assert joined.returncode == 0, joined.stderr
+            assert made.on_b("join", "team").returncode == 0
+            eventually(
+                lambda: query_store(envs["a"], "SELECT 1 FROM bus_seat WHERE name = ?",
+                                    ("web-app@machineB#b2b2b2b2",)),
+                timeout=60, what="A knows B's seat",
+            )  # fmt: skip
+            yield made
+        finally:
+            for running in daemons:
+                running.stop()
+            for env in envs.values():
+                drop_store(env)
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_from_another_machine_the_relay_answers_only_its_api_and_health(across):
