@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Figure, percentile, scenario_main, summary
 from bench.relay import SECRET, _all_stored, _env, _synced, _unix, _wait
-from tests.netns_kit import NamespacedDaemon, inside, veth_link
+from tests.netns_kit import inside, relay_and_two_machines, veth_link
 from tests.support import Daemon, run_salon, salon_cmd
 
 READER_SESSION = "beb0beb0-0000-4000-8000-000000000001"
@@ -46,25 +46,19 @@ READER_SESSION = "beb0beb0-0000-4000-8000-000000000001"
 def two_namespaces() -> Iterator[tuple[Daemon, Daemon, Daemon]]:
     base = Path(tempfile.mkdtemp(prefix="salon-bench-netns-"))
     tmp = tempfile.mkdtemp(prefix="sbn-", dir="/tmp")
-    daemons: list[Daemon] = []
+    daemons: tuple[Daemon, ...] = ()
     with veth_link("bn", 215) as link:
         try:
+            envs, cwd = {}, {}
             for name in ("relay", "a", "b"):
-                directory = base / name
-                directory.mkdir()
+                cwd[name] = base / name
+                cwd[name].mkdir()
                 extra = {"AGENT_SALON_RELAY_RATE": "1000000"}
                 if name == "relay":
                     extra["AGENT_SALON_RELAY_SECRET"] = SECRET
-                command = ("relay", "serve") if name == "relay" else ("serve",)
-                daemons.append(NamespacedDaemon(env=_env(directory, tmp, **extra), cwd=directory,
-                                                command=command))  # fmt: skip
+                envs[name] = _env(cwd[name], tmp, **extra)
+            daemons = relay_and_two_machines(link, envs, cwd, wait=120)
             relay, a, b = daemons
-            relay.address = link.here
-            b.namespace, b.address = link.namespace, link.there
-            for running in daemons:
-                running.launch()
-            for running in daemons:
-                running.wait_ready(120)
             done = run_salon("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA",
                              env=a.env, cwd=a.cwd)  # fmt: skip
             assert done.returncode == 0, done.stderr

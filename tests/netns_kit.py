@@ -9,8 +9,9 @@ import contextlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from tests.support import Daemon, salon_cmd
 
@@ -93,3 +94,27 @@ class NamespacedDaemon(Daemon):
             start_new_session=True,
         )
         return self
+
+
+def relay_and_two_machines(
+    link: Link, envs: Mapping[str, dict[str, str]], cwd: Mapping[str, Path], wait: float = 90
+) -> tuple[Daemon, Daemon, Daemon]:
+    """Three daemons started side by side and answering: the relay (`envs["relay"]`, in
+    relay mode) on this side's address of the link, machine A here on loopback, machine B
+    inside the namespace on its address of the link. Any that started are stopped again
+    when one does not answer."""
+    relay = NamespacedDaemon(env=envs["relay"], cwd=cwd["relay"], command=("relay", "serve"))
+    relay.address = link.here
+    a = Daemon(env=envs["a"], cwd=cwd["a"])
+    b = NamespacedDaemon(env=envs["b"], cwd=cwd["b"])
+    b.namespace, b.address = link.namespace, link.there
+    try:
+        for running in (relay, a, b):
+            running.launch()
+        for running in (relay, a, b):
+            running.wait_ready(wait)
+    except BaseException:
+        for running in (relay, a, b):
+            running.stop()
+        raise
+    return relay, a, b

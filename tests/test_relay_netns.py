@@ -20,7 +20,13 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.netns_kit import NamespacedDaemon, inside, netns_usable, veth_link
+from tests.netns_kit import (
+    NamespacedDaemon,
+    inside,
+    netns_usable,
+    relay_and_two_machines,
+    veth_link,
+)
 from tests.support import Daemon, drop_store, migrate, query_store, run_salon, salon_cmd, salon_env
 from tests.test_relay import SECRET, eventually
 
@@ -50,17 +56,8 @@ def test_two_machines_in_two_network_namespaces_meet_through_the_relay(tmp_path,
             extra = {"AGENT_SALON_RELAY_SECRET": SECRET} if name == "relay" else {}
             envs[name] = salon_env(tmp_path / name, TMPDIR=tmp, **extra)
             migrate(envs[name])
-        relay = NamespacedDaemon(env=envs["relay"], cwd=tmp_path / "relay",
-                                 command=("relay", "serve"))  # fmt: skip
-        relay.address = link.here
-        a = Daemon(env=envs["a"], cwd=tmp_path / "a")
-        b = NamespacedDaemon(env=envs["b"], cwd=tmp_path / "b")
-        b.namespace, b.address = link.namespace, link.there
-        daemons = [relay, a, b]
-        for running in daemons:
-            running.launch()
-        for running in daemons:
-            running.wait_ready(90)
+        daemons = relay_and_two_machines(link, envs, {name: tmp_path / name for name in envs})
+        relay, _, b = daemons
 
         def on_b(*args: str) -> subprocess.CompletedProcess:
             return subprocess.run(
@@ -184,19 +181,9 @@ def across(tmp_path_factory):
                 )
                 envs[name] = salon_env(cwd[name], TMPDIR=tmp, **extra)
                 migrate(envs[name])
-            relay = NamespacedDaemon(
-                env=envs["relay"], cwd=cwd["relay"], command=("relay", "serve")
-            )
-            relay.address = link.here
-            a = Daemon(env=envs["a"], cwd=cwd["a"])
-            b = NamespacedDaemon(env=envs["b"], cwd=cwd["b"])
-            b.namespace, b.address = link.namespace, link.there
-            daemons = [relay, a, b]
-            for running in daemons:
-                running.launch()
-            for running in daemons:
-                running.wait_ready(90)
-            made = Across(relay, a, b, envs, cwd, link.namespace)
+            daemons = relay_and_two_machines(link, envs, cwd)
+            made = Across(*daemons, envs, cwd, link.namespace)
+            relay = made.relay
             used = made.on_a("relay", "use", relay.url, "--secret", SECRET, "--device", "machineA")
             assert used.returncode == 0, used.stderr
             assert made.on_a("rooms", "--create", "team").returncode == 0
