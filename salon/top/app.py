@@ -27,6 +27,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -317,6 +318,8 @@ class Top(App):
             except DatabaseError as exc:  # a restarted database: reconnect, look again
                 await self.database_error(exc)
                 continue
+            except NoMatches:  # the app is closing and its panes are gone: nothing to draw
+                return
             await bell.rung_within(self.rung, PANES_SECONDS)
 
     async def database_error(self, exc: DatabaseError) -> None:
