@@ -1,0 +1,363 @@
+"""Playing a day against a real store with real Claude Code sessions.
+
+Every session of the day is an interactive Claude Code (the pinned CLI) under tmux, in
+its project's directory, with agent-salon installed as the plugin (`salon install
+--plugin`: the stdio server, the hooks, the `salon wait` monitor). Each session talks to a
+stand-in model of its own (tests/claude_cli/standin.py) that records every request; its
+model notes what it is told ("Noted.") and, when a person asks for an edit, reads the
+file and edits it (again, when a claim held the first edit back).
+
+What the people of the day do is typed or run for them: a session's first prompt, an
+edit prompt, and `salon send` / `salon ask` / `salon focus` / `salon quiet` / `salon
+claim` run as that session (its agent, its session id, its directory). After each step
+the replay waits until no model request has come for a moment, so tellings are not
+batched by the replay's own speed.
+
+Configurations:
+
+* `push`: push-everything, emulated with no product switch: every entry is written
+  `--to` every agent that has been in the room (so the wake rule wakes every live seat
+  but the writer), a lookup is a plain addressed REQUEST, and nobody declares focus or
+  goes quiet (the seed had neither). No judge, no policy.
+* `rule`: the wake rule alone: the day as written, no judge, no policy file.
+* `full`: the rule with the letterbox, the safety net (the stub judge answering from the
+  labels) and api-service's policy file.
+* `full-wrong`: the same with a judge wrong for 10 % of its answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench.attention import score
+from tests.claude_cli.harness import ClaudeHome, Tmux
+from tests.claude_cli.standin import Request, StandIn, Text, ToolUse
+from tests.support import migrate, query_store, run_salon, salon_env
+
+CONFIGS = ("push", "rule", "full", "full-wrong")
+JUDGE = Path(__file__).resolve().parent / "judge.py"
+SETTLE = float(os.environ.get("ATTENTION_SETTLE", "2.0"))
+FIRST_PROMPT = f"{score.PROMPT_MARK} A new session: carry on with the work."
+
+
+def edit_prompt(path: str) -> str:
+    return f"{score.PROMPT_MARK} Edit {path}: raise the total by one."
+
+
+# ------------------------------------------------------------------- the model
+
+
+@dataclass
+class Model:
+    """One session's model: "Noted." to every telling; an edit when a person asks for one
+    (Read, then Edit, and the same Edit again if a claim held it back)."""
+
+    project: Path
+    editing: str | None = None
+    edits: int = 0
+
+    def __call__(self, request: Request):
+        text = "\n".join(score._text(b) for b in score.new_part(request.body))
+        if self.editing and edit_prompt(self.editing) in text:
+            return ToolUse("Read", {"file_path": str(self.project / self.editing)})
+        called = score.tool_names_called(request.body)
+        results = [b for b in score.new_part(request.body) if b.get("type") == "tool_result"]
+        if self.editing and results:
+            last = called.get(results[-1].get("tool_use_id", ""), "")
+            if last == "Read" or (last == "Edit" and results[-1].get("is_error")):
+                return self.edit()
+            if last == "Edit":
+                self.editing = None
+                return Text("Edited.")
+        return Text("Noted.")
+
+    def edit(self) -> ToolUse:
+        path = self.project / str(self.editing)
+        old = next(line for line in path.read_text().splitlines() if line.startswith("TOTAL"))
+        new = f"TOTAL = {int(old.split('=')[1]) + 1}"
+        self.edits += 1
+        return ToolUse("Edit", {"file_path": str(path), "old_string": old, "new_string": new})
+
+
+@dataclass
+class Session:
+    persona: str
+    agent: str
+    session: str
+    project: Path
+    model: Model
+    stand_in: StandIn
+    terminal: Tmux | None = None
+
+
+# ------------------------------------------------------------------- the run
+
+
+@dataclass
+class Replay:
+    day: dict
+    day_path: Path
+    config: str
+    workdir: Path
+    claude: Path
+    log: list[str] = field(default_factory=list)
+    sessions: list[Session] = field(default_factory=list)
+    live: dict[str, Session] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)  # tag → entry id
+    served: dict[str, str] = field(default_factory=dict)  # ask tag → outcome
+    members: list[str] = field(default_factory=list)  # agents that have been in the room
+
+    def __post_init__(self) -> None:
+        if self.config not in CONFIGS:
+            raise ValueError(f"unknown configuration {self.config!r}; one of {CONFIGS}")
+        self.env = salon_env(self.workdir / "store")
+        self.env.pop("DATABASE_URL", None)
+        self.env.pop("REDIS_URL", None)
+        if self.config.startswith("full"):
+            wrong = " --wrong 0.1" if self.config == "full-wrong" else ""
+            self.env["AGENT_SALON_TRIAGE_CMD"] = f"{sys.executable} {JUDGE} {self.day_path}{wrong}"
+        else:
+            self.env["AGENT_SALON_TRIAGE"] = "off"
+            self.env["AGENT_SALON_SAFETY_NET"] = "off"
+        (self.workdir / "store").mkdir(parents=True, exist_ok=True)
+        migrate(self.env)
+        self.home = ClaudeHome(self.workdir / "home", "http://127.0.0.1:9", self.claude)
+        self.projects = {agent: self.make_project(agent) for agent in self.day["projects"]}
+        first = self.projects[self.day["projects"][0]]
+        environment = self.home.env(self.env)
+        environment["PATH"] = f"{self.claude.parent}:{environment.get('PATH', '')}"
+        done = run_salon(
+            "install", "--plugin", self.day["room"], env=environment, cwd=first, timeout=180
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"salon install --plugin failed: {done.stderr}")
+
+    def note(self, line: str) -> None:
+        self.log.append(f"{time.monotonic():.1f} {line}")
+
+    def make_project(self, agent: str) -> Path:
+        root = self.workdir / "projects" / agent
+        root.mkdir(parents=True)
+        self.home.trust(root, servers=())
+        if agent == "web-app":
+            cart = root / self.day["claimed_file"]
+            cart.parent.mkdir(parents=True)
+            cart.write_text("TOTAL = 1\n")
+            git = [
+                "git",
+                "-c",
+                "user.name=b",
+                "-c",
+                "user.email=b@example.invalid",
+                "-C",
+                str(root),
+            ]
+            subprocess.run(["git", "init", "-q", str(root)], check=True)
+            subprocess.run([*git, "add", "."], check=True)
+            subprocess.run([*git, "commit", "-qm", "cart"], check=True)
+        if agent == "api-service" and self.config.startswith("full"):
+            self.write_policy(root)
+        return root
+
+    def write_policy(self, root: Path) -> None:
+        since = (datetime.now(UTC) - timedelta(days=1)).date()
+        askers = json.dumps([a for a in self.day["projects"] if a != "api-service"])
+        grants = [
+            ("status:*", 'serve = ["scripts/status.sh", "{2}"]'),
+            ("port:*", 'serve = ["scripts/port.sh", "{2}"]'),
+            ("secrets:*", 'verdict = "deny"'),
+            ("deploy:*", 'verdict = "gate"'),
+            ("restart:*", 'verdict = "gate"'),
+        ]
+        text = "".join(
+            f'[[grant]]\nask = "{key}"\nto = {askers}\nsince = {since}\n{how}\n\n'
+            for key, how in grants
+        )
+        (root / ".agent-salon").mkdir()
+        (root / ".agent-salon" / "policy.toml").write_text(text)
+        scripts = root / "scripts"
+        scripts.mkdir()
+        for name, line in (
+            ("status.sh", 'echo "$1 status: ' + "$(cat scripts/$1)" + '"'),
+            ("port.sh", 'echo "port for $1: 8443"'),
+        ):
+            (scripts / name).write_text(f"#!/bin/sh\n{line}\n")
+            (scripts / name).chmod(0o755)
+        (scripts / "db").write_text("up, 12 connections")
+        (scripts / "cache").write_text("up, 97% hits")
+
+    # --------------------------------------------------------------- settling
+
+    def request_count(self) -> int:
+        return sum(len(s.stand_in.requests) for s in self.sessions)
+
+    def settle(self, minimum: float = SETTLE) -> None:
+        """Until no request came for SETTLE seconds (and at least `minimum` passed)."""
+        began = time.monotonic()
+        seen, since = self.request_count(), time.monotonic()
+        while time.monotonic() - began < 120:
+            time.sleep(0.2)
+            now = self.request_count()
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= SETTLE and time.monotonic() - began >= minimum:
+                return
+
+    def wait_for(self, condition, what: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.config}: timed out waiting for {what}")
+
+    # ------------------------------------------------------------- identities
+
+    def identity(self, persona: str) -> tuple[dict[str, str], Path]:
+        if persona == "ci":
+            return {**self.env, "AGENT_SALON_NAME": "ci"}, self.workdir
+        session = self.live[persona]
+        return (
+            {
+                **self.env,
+                "AGENT_SALON_NAME": session.agent,
+                "CLAUDE_CODE_SESSION_ID": session.session,
+            },
+            session.project,
+        )
+
+    def salon(self, persona: str, *args: str) -> subprocess.CompletedProcess:
+        env, cwd = self.identity(persona)
+        done = run_salon(*args, env=env, cwd=cwd, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"salon {' '.join(args[:3])} as {persona}: {done.stderr[-800:]}")
+        return done
+
+    # ------------------------------------------------------------------ steps
+
+    def start(self, step: dict) -> None:
+        persona, agent = step["persona"], step["agent"]
+        project = self.projects[agent]
+        model = Model(project)
+        stand_in = StandIn(model).__enter__()
+        session = Session(persona, agent, step["session"], project, model, stand_in)
+        self.sessions.append(session)
+        env = self.home.env(self.env, ANTHROPIC_BASE_URL=stand_in.url)
+        session.terminal = self.home.interactive(
+            cwd=project,
+            env=env,
+            name=f"s{len(self.sessions)}",
+            extra=("--session-id", step["session"], "--allowedTools", "Read,Edit"),
+        )
+        seat = f"{agent}#{step['session'][:8]}"
+        self.wait_for(
+            lambda: bool(query_store(self.env, "SELECT 1 FROM bus_seat WHERE name = ?", (seat,))),
+            f"{seat} on the bus",
+        )
+        self.wait_for(lambda: "monitor" in session.terminal.screen(), f"{seat}'s monitor")
+        self.live[persona] = session
+        if agent not in self.members:
+            self.members.append(agent)
+        before = len(stand_in.main_requests)
+        session.terminal.type_line(FIRST_PROMPT)
+        self.wait_for(lambda: len(stand_in.main_requests) > before, f"{seat}'s first turn")
+
+    def end(self, step: dict) -> None:
+        session = self.live.pop(step["persona"])
+        self.settle()
+        session.terminal.type_line("/exit")
+        with contextlib.suppress(RuntimeError):
+            self.wait_for(lambda: not session.terminal.alive(), "the session to exit", 20)
+        session.terminal.stop()
+
+    def send(self, step: dict) -> None:
+        args = ["send", self.day["room"], step["type"], step["text"], "--json"]
+        to = [t.get("seat") or t["agent"] for t in step.get("to", [])]
+        if self.config == "push":
+            to = list(self.members)
+        if to:
+            args += ["--to", ",".join(to)]
+        if step.get("re"):
+            args += ["--re", self.ids[step["re"]]]
+        report = json.loads(self.salon(step["from"], *args).stdout)
+        self.ids[step["tag"]] = report["id"]
+        self.note(f"{step['tag']} wakes {report.get('wakes')}")
+
+    def ask(self, step: dict) -> None:
+        if self.config == "push":
+            return self.send({**step, "type": "REQUEST", "to": [{"agent": step["agent"]}]})
+        args = ["ask", step["agent"], step["key"], step["text"], "--wait", "10", "--json"]
+        report = json.loads(self.salon(step["from"], *args).stdout)
+        self.ids[step["tag"]] = report.get("id", "")
+        self.served[step["tag"]] = report.get("outcome") or report.get("verdict", "")
+        self.note(f"{step['tag']} ask: {json.dumps(report)[:300]}")
+
+    def claim(self, step: dict) -> None:
+        self.salon(step["persona"], "claim", step["path"], "--note", "rewriting the totals")
+
+    def edit(self, step: dict) -> None:
+        session = self.live[step["persona"]]
+        session.model.editing = step["path"]
+        session.terminal.type_line(edit_prompt(step["path"]))
+        self.wait_for(lambda: session.model.editing is None, f"{step['persona']}'s edit", 120)
+
+    def run(self) -> dict:
+        began = time.monotonic()
+        try:
+            for step in self.day["steps"]:
+                op = step["op"]
+                if op in ("start", "resume"):
+                    self.start(step)
+                elif op == "end":
+                    self.end(step)
+                elif op == "focus" and self.config != "push":
+                    self.salon(step["persona"], "focus", step["text"])
+                elif op == "quiet" and self.config != "push":
+                    self.salon(step["persona"], "quiet", "--for", step["for"])
+                elif op == "send":
+                    self.send(step)
+                elif op == "ask":
+                    self.ask(step)
+                elif op == "claim":
+                    self.claim(step)
+                elif op == "edit":
+                    self.edit(step)
+                else:
+                    continue
+                self.settle()
+        finally:
+            for session in self.sessions:
+                if session.terminal is not None:
+                    session.terminal.stop()
+                session.stand_in.__exit__(None, None, None)
+        return self.result(time.monotonic() - began)
+
+    def result(self, seconds: float) -> dict:
+        markers = [e["marker"] for e in score_entries(self.day)]
+        attributed, side = [], 0
+        for session in self.sessions:
+            bodies = [r.body for r in session.stand_in.main_requests]
+            side += len(session.stand_in.requests) - len(bodies)
+            attributed += score.attribute(session.persona, session.session, bodies, markers)
+        scored = score.score(self.day, attributed, side, self.served)
+        return {
+            "config": self.config,
+            "seconds": round(seconds, 1),
+            "score": scored,
+            "attributed": attributed,
+            "log": self.log,
+        }
+
+
+def score_entries(day: dict) -> list[dict]:
+    from bench.attention.day import entries
+
+    return entries(day)
