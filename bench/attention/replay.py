@@ -346,6 +346,10 @@ class Replay:
         for session in self.sessions:
             bodies = [r.body for r in session.stand_in.main_requests]
             side += len(session.stand_in.requests) - len(bodies)
+            # Kept for a look at what each model was shown (the work directory is
+            # removed unless --keep).
+            dump = self.workdir / f"requests-{session.persona}-{session.session[:8]}.json"
+            dump.write_text(json.dumps(bodies))
             attributed += score.attribute(session.persona, session.session, bodies, markers)
         scored = score.score(self.day, attributed, side, self.served)
         return {
