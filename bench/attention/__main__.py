@@ -4,20 +4,22 @@ Writes the day (bench/attention/day.py) to a file, replays it once per configura
 the real Claude Code (bench/attention/replay.py) and prints the table: turns spent, owed,
 missed, wasted, repeated, lookups served with no turn, edits a claim stopped. --write puts
 the table at the top of bench/RESULTS.md. --quick is the short day (one project pair, ten
-entries), full configuration and push-everything only.
+entries), the full configuration only.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.attention import day as days
-from bench.attention.replay import CONFIGS, Replay
+from bench.attention.replay import CONFIGS, Replay, stop_all
 from bench.common import Figure, loadavg, machine, now_utc, write_json
 from tests.claude_cli.harness import claude_binary
 
@@ -58,12 +60,17 @@ def row(result: dict) -> list:
 def table(results: list[dict]) -> str:
     lines = ["| configuration | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
     for result in results:
+        if "error" in result:
+            lines.append(f"| {NAMES[result['config']]} | failed: {result['error'][:200]} |")
+            continue
         cells = [NAMES[result["config"]], *map(str, row(result))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def detail(result: dict) -> str:
+    if "error" in result:
+        return f"{NAMES[result['config']]}: failed ({result['error']})"
     s = result["score"]
     return (
         f"{NAMES[result['config']]}: turns by cause {s.by_cause}; missed {s.missed_pairs}; "
@@ -74,8 +81,13 @@ def detail(result: dict) -> str:
 
 def figures(results: list[dict]) -> list[Figure]:
     out = []
-    by = {r["config"]: r["score"] for r in results}
+    by = {r["config"]: r["score"] for r in results if "score" in r}
     for result in results:
+        if "error" in result:
+            out.append(
+                Figure(f"attention, {NAMES[result['config']]}", None, "", error=result["error"])
+            )
+            continue
         s, name = result["score"], NAMES[result["config"]]
         out += [
             Figure(f"attention, {name}: turns spent", s.turns, "turns", detail=detail(result)),
@@ -109,6 +121,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
     parser.add_argument("--write", action="store_true", help="put the table in RESULTS.md")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--parallel", type=int, default=4, help="configurations replayed at once (default 4)"
+    )
     args = parser.parse_args()
     claude = claude_binary()
     if claude is None:
@@ -118,7 +133,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    default = ("full", "push") if args.quick else CONFIGS
+    default = ("full",) if args.quick else CONFIGS
     configs = [c.strip() for c in args.only.split(",")] if args.only else list(default)
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
@@ -132,17 +147,22 @@ def main() -> int:
     sha = days.write(document, day_path)
     load_before, began = loadavg(), time.monotonic()
     print(f"the day: {day_path}, sha256 {sha}", file=sys.stderr, flush=True)
-    results = []
-    for config in configs:
+
+    def one(config: str) -> dict:
         started = time.monotonic()
         replay = Replay(document, day_path, config, work / config, claude)
-        results.append(replay.run())
-        (work / f"{config}.log").write_text("\n".join(replay.log))
-        print(
-            f"  {config}: {time.monotonic() - started:.0f} s (load average {loadavg()})",
-            file=sys.stderr,
-            flush=True,
-        )
+        try:
+            return replay.run()
+        except Exception as exc:  # one configuration failing must not hide the others
+            return {"config": config, "error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            (work / f"{config}.log").write_text("\n".join(replay.log))
+            took = time.monotonic() - started
+            print(f"  {config}: {took:.0f} s (load average {loadavg()})", file=sys.stderr)
+
+    # Each configuration has its own store, HOME, models and terminals: they may overlap.
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        results = list(pool.map(one, configs))
     took = time.monotonic() - began
     text = table(results)
     print(text)
@@ -186,6 +206,15 @@ def write_results(document, sha, text, results, took, load_before) -> None:
     RESULTS.write_text(f"{title}\n\n{section}\n{rest.lstrip(chr(10))}")
 
 
+def interrupted(signum, frame) -> None:
+    stop_all()
+    raise SystemExit(f"interrupted by signal {signum}")
+
+
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(main())
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        sys.exit(main())
+    finally:
+        stop_all()

@@ -232,6 +232,7 @@ def quick_day(seed: int = SEED) -> dict:
     day = Day(seed)
     for persona in ("web.ui", "api.db"):
         day.start(persona)
+    for persona in ("web.ui", "api.db"):
         day.focus(persona)
     asked, target = day.errand_for("web.ui", "api-service")
     day.answer(target, asked, "web.ui")
@@ -280,8 +281,10 @@ def quick_day(seed: int = SEED) -> dict:
 def full_day(seed: int = SEED) -> dict:
     """Four projects, seven sessions, the whole vocabulary."""
     day = Day(seed)
-    for persona in ("web.ui", "web.cart", "api.auth", "api.db", "docs.main"):
+    opening = ("web.ui", "web.cart", "api.auth", "api.db", "docs.main", "billing.main")
+    for persona in opening:
         day.start(persona)
+    for persona in opening:
         day.focus(persona)
     # Errands to an agent, to a seat and to the room, and their answers.
     asked, target = day.errand_for("web.ui", "api-service")
@@ -314,6 +317,7 @@ def full_day(seed: int = SEED) -> dict:
             derived={"marker": SERVED[key], "owed": []},
         )
     # A REQUEST to an agent with no live session: its next session needs the turn.
+    day.end("billing.main")
     waiting = day.send(
         "api.auth",
         "REQUEST",
@@ -324,7 +328,7 @@ def full_day(seed: int = SEED) -> dict:
     day.end("api.db")
     asked, target = day.errand_for("web.ui", "api-service")
     day.answer(target, asked, "web.ui")
-    day.start("billing.main")
+    day.start("billing.main", resume=True)
     day.focus("billing.main")
     day.answer("billing.main", waiting, "api.auth")
     day.start("api.db", resume=True)
@@ -467,6 +471,7 @@ def problems(document: dict) -> list[str]:
     personas = document["personas"]
     live: set[str] = set()
     quiet: set[str] = set()
+    been: set[str] = set()
     seen: dict[str, dict] = {}
     starts_later: list[str] = []
     steps = document["steps"]
@@ -474,6 +479,7 @@ def problems(document: dict) -> list[str]:
         op = step["op"]
         if op in ("start", "resume"):
             live.add(step["persona"])
+            been.add(step["persona"])
         elif op == "end":
             live.discard(step["persona"])
         elif op == "quiet":
@@ -501,6 +507,10 @@ def problems(document: dict) -> list[str]:
                 agents = [step["agent"]]
             if agents and personas[persona]["agent"] not in agents and step.get("re") is None:
                 found.append(f"{tag}: owed to {persona}, whose agent it is not addressed to")
+        for target in step.get("to", []):
+            agent = target.get("agent") or personas[target["persona"]]["agent"]
+            if not any(personas[p]["agent"] == agent for p in been):
+                found.append(f"{tag}: to {agent}, which has never been in the room")
         if step["from"] != "ci" and step["from"] not in live:
             found.append(f"{tag}: written by {step['from']}, which is not live")
         if "re" in step:

@@ -32,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,6 +44,9 @@ from tests.claude_cli.standin import Request, StandIn, Text, ToolUse
 from tests.support import migrate, query_store, run_salon, salon_env
 
 CONFIGS = ("push", "rule", "full", "full-wrong")
+# Every terminal a replay opened, so that an interrupted run closes them all (stop_all).
+TERMINALS: list[Tmux] = []
+STOPPING = threading.Event()
 JUDGE = Path(__file__).resolve().parent / "judge.py"
 SETTLE = float(os.environ.get("ATTENTION_SETTLE", "2.0"))
 FIRST_PROMPT = f"{score.PROMPT_MARK} A new session: carry on with the work."
@@ -114,6 +118,7 @@ class Replay:
     ids: dict[str, str] = field(default_factory=dict)  # tag → entry id
     served: dict[str, str] = field(default_factory=dict)  # ask tag → outcome
     members: list[str] = field(default_factory=list)  # agents that have been in the room
+    launching: list[Session] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.config not in CONFIGS:
@@ -141,7 +146,10 @@ class Replay:
             raise SystemExit(f"salon install --plugin failed: {done.stderr}")
 
     def note(self, line: str) -> None:
-        self.log.append(f"{time.monotonic():.1f} {line}")
+        line = f"{time.monotonic():.1f} {line}"
+        self.log.append(line)
+        with (self.workdir / "progress.log").open("a") as progress:  # to follow a long run
+            progress.write(line + "\n")
 
     def make_project(self, agent: str) -> Path:
         root = self.workdir / "projects" / agent
@@ -244,6 +252,10 @@ class Replay:
     # ------------------------------------------------------------------ steps
 
     def start(self, step: dict) -> None:
+        self.ready(self.launch(step))
+
+    def launch(self, step: dict) -> Session:
+        """Start the session's Claude Code (it comes up while others start too)."""
         persona, agent = step["persona"], step["agent"]
         project = self.projects[agent]
         model = Model(project)
@@ -257,18 +269,23 @@ class Replay:
             name=f"s{len(self.sessions)}",
             extra=("--session-id", step["session"], "--allowedTools", "Read,Edit"),
         )
-        seat = f"{agent}#{step['session'][:8]}"
+        TERMINALS.append(session.terminal)
+        return session
+
+    def ready(self, session: Session) -> None:
+        """Once the seat is on the bus and its monitor runs: the person's first prompt."""
+        seat = f"{session.agent}#{session.session[:8]}"
         self.wait_for(
             lambda: bool(query_store(self.env, "SELECT 1 FROM bus_seat WHERE name = ?", (seat,))),
             f"{seat} on the bus",
         )
         self.wait_for(lambda: "monitor" in session.terminal.screen(), f"{seat}'s monitor")
-        self.live[persona] = session
-        if agent not in self.members:
-            self.members.append(agent)
-        before = len(stand_in.main_requests)
+        self.live[session.persona] = session
+        if session.agent not in self.members:
+            self.members.append(session.agent)
+        before = len(session.stand_in.main_requests)
         session.terminal.type_line(FIRST_PROMPT)
-        self.wait_for(lambda: len(stand_in.main_requests) > before, f"{seat}'s first turn")
+        self.wait_for(lambda: len(session.stand_in.main_requests) > before, f"{seat}'s first turn")
 
     def end(self, step: dict) -> None:
         session = self.live.pop(step["persona"])
@@ -312,10 +329,20 @@ class Replay:
     def run(self) -> dict:
         began = time.monotonic()
         try:
-            for step in self.day["steps"]:
+            steps = self.day["steps"]
+            for index, step in enumerate(steps):
+                if STOPPING.is_set():
+                    raise RuntimeError("the run was interrupted")
                 op = step["op"]
+                if op == "start" and index + 1 < len(steps) and steps[index + 1]["op"] == "start":
+                    # Sessions that start together come up together.
+                    self.launching.append(self.launch(step))
+                    continue
                 if op in ("start", "resume"):
-                    self.start(step)
+                    self.launching.append(self.launch(step))
+                    for session in self.launching:
+                        self.ready(session)
+                    self.launching.clear()
                 elif op == "end":
                     self.end(step)
                 elif op == "focus" and self.config != "push":
@@ -332,6 +359,7 @@ class Replay:
                     self.edit(step)
                 else:
                     continue
+                self.note(f"{op} {step.get('tag') or step.get('persona')}")
                 self.settle()
         finally:
             for session in self.sessions:
@@ -365,3 +393,11 @@ def score_entries(day: dict) -> list[dict]:
     from bench.attention.day import entries
 
     return entries(day)
+
+
+def stop_all() -> None:
+    """Close every terminal still open (Claude Code, its server and monitor end with it)."""
+    STOPPING.set()
+    for terminal in TERMINALS:
+        with contextlib.suppress(Exception):
+            terminal.stop()
