@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.attention import day as days
 from bench.attention import score
-from bench.attention.replay import JUDGE
+from bench.attention.replay import JUDGE, remote_name
 
 # ------------------------------------------------------------------ the day
 
@@ -256,3 +256,25 @@ def test_the_wrong_judge_flips_a_tenth_of_its_answers_the_same_way_every_run():
     assert 150 < sum(flipped) < 250
     assert flipped == [stub.wrong(d, 0.1) for d in documents]
     assert not any(stub.wrong(d, 0.0) for d in documents)
+
+
+def test_the_failing_judge_gives_no_clear_answer_for_its_tenth(tmp_path: Path):
+    from bench.attention import judge as stub
+
+    day = days.full_day()
+    days.write(day, tmp_path / "day.json")
+    documents = [letterbox(f"web-app#{n:08d}", f"[d{n:02d}] x") for n in range(1, 40)]
+    failing = next(d for d in documents if stub.wrong(d, 0.1))
+    sound = next(d for d in documents if not stub.wrong(d, 0.1))
+
+    assert judge(tmp_path / "day.json", failing, "--fail", "0.1") == "maybe"
+    assert judge(tmp_path / "day.json", sound, "--fail", "0.1") in ("yes", "no")
+
+
+def test_the_full_day_puts_docs_site_on_a_second_store_named_as_its_seats_read_there():
+    day = days.full_day()
+
+    assert day["relay"]["b"] == ["docs-site"]
+    assert remote_name("docs-site#06f0947b", "docs-box") == "docs-site@docs-box#06f0947b"
+    asks_from_b = [s for s in day["steps"] if s["op"] == "ask" and s["from"].startswith("docs")]
+    assert asks_from_b  # a lookup and a gate cross the relay

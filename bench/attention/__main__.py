@@ -28,6 +28,7 @@ NAMES = {
     "rule": "wake rule alone",
     "full": "rule + letterbox + net + policy",
     "full-wrong": "the same, judge wrong 10 %",
+    "full-failing": "the same, judge failing 10 %",
 }
 COLUMNS = (
     "turns spent",

@@ -9,6 +9,9 @@ the replay does not type itself — a policy's served answer, a denial, a declin
 the FACT that tells a claim's holder its file was edited anyway — is listed in
 `derived`, each with a `marker` (text that shows only in it) and its own `owed`.
 
+In the full day docs-site lives on a second store (`relay`: its own machine, bridged
+through a relay): its seats read as `docs-site@docs-box#…` on the first store.
+
 A persona is one line of work in one project (`api.db`); `resume` gives it a new
 session id (a new seat), as Claude Code does for a session started again. The labels
 name personas: a telling to any seat of the persona counts for it.
@@ -67,6 +70,7 @@ class Day:
         self.live: set[str] = set()
         self.quiet: set[str] = set()
         self.count = 0
+        self.relay: dict = {}
 
     # -------------------------------------------------------------- sessions
 
@@ -223,6 +227,9 @@ class Day:
             "served": {k: v for k, v in SERVED.items()},
             "policy": {"deny": DENIED_KEY, "gate": list(GATED_KEYS)},
             "claimed_file": CLAIMED_FILE,
+            # The relay leg: these projects live on a second store (another machine),
+            # bridged to the first through a relay.
+            "relay": self.relay,
             "steps": self.steps,
         }
 
@@ -281,6 +288,7 @@ def quick_day(seed: int = SEED) -> dict:
 def full_day(seed: int = SEED) -> dict:
     """Four projects, seven sessions, the whole vocabulary."""
     day = Day(seed)
+    day.relay = {"devices": {"a": "main-box", "b": "docs-box"}, "b": ["docs-site"]}
     opening = ("web.ui", "web.cart", "api.auth", "api.db", "docs.main", "billing.main")
     for persona in opening:
         day.start(persona)

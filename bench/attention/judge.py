@@ -8,8 +8,10 @@ It reads the one JSON document the bus gives a judge on stdin and answers `yes` 
 * gate ("should this request wake a person?"): yes when the day owes it to anyone.
 
 `--wrong F` flips the answer for a fraction F of the (entry, seat, question) triples,
-chosen by a hash, so the same triples are wrong on every run. Standard library only, and
-no import of the project: the hooks and `salon wait` start it often.
+chosen by a hash, so the same triples are wrong on every run; `--fail F` gives no clear
+answer ("maybe") for such a fraction instead, as a judge that times out or rambles.
+Standard library only, and no import of the project: the hooks and `salon wait` start it
+often.
 """
 
 from __future__ import annotations
@@ -73,14 +75,18 @@ def wrong(document: dict, fraction: float) -> bool:
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: judge.py DAY.json [--wrong FRACTION]", file=sys.stderr)
+        print("usage: judge.py DAY.json [--wrong F] [--fail F]", file=sys.stderr)
         return 2
-    fraction = float(argv[argv.index("--wrong") + 1]) if "--wrong" in argv else 0.0
+    flip = float(argv[argv.index("--wrong") + 1]) if "--wrong" in argv else 0.0
+    fail = float(argv[argv.index("--fail") + 1]) if "--fail" in argv else 0.0
     with open(argv[0]) as handle:
         day = json.load(handle)
     document = json.load(sys.stdin)
     answer = verdict(document, day)
-    if wrong(document, fraction):
+    if wrong(document, fail):
+        print("maybe")
+        return 0
+    if wrong(document, flip):
         answer = not answer
     print("yes" if answer else "no")
     return 0

@@ -22,7 +22,9 @@ Configurations:
 * `rule`: the wake rule alone: the day as written, no judge, no policy file.
 * `full`: the rule with the letterbox, the safety net (the stub judge answering from the
   labels) and api-service's policy file.
-* `full-wrong`: the same with a judge wrong for 10 % of its answers.
+* `full-wrong`: the same with a judge wrong for 10 % of its answers (a confident "no"
+  for an entry that was owed holds it back: the letterbox fails open only on a failure);
+* `full-failing`: the same with a judge that gives no clear answer 10 % of the time.
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -41,15 +46,23 @@ from pathlib import Path
 from bench.attention import score
 from tests.claude_cli.harness import ClaudeHome, Tmux
 from tests.claude_cli.standin import Request, StandIn, Text, ToolUse
-from tests.support import migrate, query_store, run_salon, salon_env
+from tests.support import Daemon, migrate, query_store, run_salon, salon_cmd, salon_env
 
-CONFIGS = ("push", "rule", "full", "full-wrong")
+CONFIGS = ("push", "rule", "full", "full-wrong", "full-failing")
+JUDGE_FLAGS = {"full": "", "full-wrong": " --wrong 0.1", "full-failing": " --fail 0.1"}
 # Every terminal a replay opened, so that an interrupted run closes them all (stop_all).
 TERMINALS: list[Tmux] = []
 STOPPING = threading.Event()
+RELAY_SECRET = "attention-relay-secret-0123456789abcdef"
 JUDGE = Path(__file__).resolve().parent / "judge.py"
 SETTLE = float(os.environ.get("ATTENTION_SETTLE", "2.0"))
 FIRST_PROMPT = f"{score.PROMPT_MARK} A new session: carry on with the work."
+
+
+def remote_name(seat: str, device: str) -> str:
+    """A seat as another machine names it: web-app#3f9c1a20 → web-app@laptop#3f9c1a20."""
+    agent, _, session = seat.partition("#")
+    return f"{agent}@{device}#{session}"
 
 
 def edit_prompt(path: str) -> str:
@@ -123,27 +136,139 @@ class Replay:
     def __post_init__(self) -> None:
         if self.config not in CONFIGS:
             raise ValueError(f"unknown configuration {self.config!r}; one of {CONFIGS}")
-        self.env = salon_env(self.workdir / "store")
-        self.env.pop("DATABASE_URL", None)
-        self.env.pop("REDIS_URL", None)
-        if self.config.startswith("full"):
-            wrong = " --wrong 0.1" if self.config == "full-wrong" else ""
-            self.env["AGENT_SALON_TRIAGE_CMD"] = f"{sys.executable} {JUDGE} {self.day_path}{wrong}"
-        else:
-            self.env["AGENT_SALON_TRIAGE"] = "off"
-            self.env["AGENT_SALON_SAFETY_NET"] = "off"
-        (self.workdir / "store").mkdir(parents=True, exist_ok=True)
-        migrate(self.env)
-        self.home = ClaudeHome(self.workdir / "home", "http://127.0.0.1:9", self.claude)
+        relay = self.day.get("relay") or {}
+        self.devices = relay.get("devices", {"a": "main-box"})
+        self.store_of = {
+            agent: "b" if agent in relay.get("b", []) else "a" for agent in self.day["projects"]
+        }
+        # One store per machine, each with its own HOME (the plugin names its store).
+        self.envs = {name: self.store_env(name) for name in self.devices}
+        self.homes = {
+            name: ClaudeHome(self.workdir / f"home-{name}", "http://127.0.0.1:9", self.claude)
+            for name in self.devices
+        }
         self.projects = {agent: self.make_project(agent) for agent in self.day["projects"]}
-        first = self.projects[self.day["projects"][0]]
-        environment = self.home.env(self.env)
-        environment["PATH"] = f"{self.claude.parent}:{environment.get('PATH', '')}"
-        done = run_salon(
-            "install", "--plugin", self.day["room"], env=environment, cwd=first, timeout=180
+        for name in self.devices:
+            first = next(self.projects[a] for a in self.day["projects"] if self.store_of[a] == name)
+            environment = self.homes[name].env(self.envs[name])
+            environment["PATH"] = f"{self.claude.parent}:{environment.get('PATH', '')}"
+            done = run_salon(
+                "install", "--plugin", self.day["room"], env=environment, cwd=first, timeout=180
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"salon install --plugin failed: {done.stderr}")
+        self.relay_daemon: Daemon | None = None
+        self.bridge_error = ""
+        self.bridged = False
+        self.bridges: list[subprocess.Popen] = []
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.envs["a"]
+
+    def store_env(self, name: str) -> dict[str, str]:
+        directory = self.workdir / f"store-{name}"
+        directory.mkdir(parents=True, exist_ok=True)
+        # A machine's own temporary directory: its local lines are its own.
+        scratch = Path(tempfile.mkdtemp(prefix=f"att-{name}-", dir="/tmp"))
+        env = salon_env(directory, TMPDIR=str(scratch))
+        env.pop("DATABASE_URL", None)
+        env.pop("REDIS_URL", None)
+        if self.config.startswith("full"):
+            flags = JUDGE_FLAGS[self.config]
+            env["AGENT_SALON_TRIAGE_CMD"] = f"{sys.executable} {JUDGE} {self.day_path}{flags}"
+        else:
+            env["AGENT_SALON_TRIAGE"] = "off"
+            env["AGENT_SALON_SAFETY_NET"] = "off"
+        migrate(env)
+        return env
+
+    # ------------------------------------------------------------ the relay leg
+
+    def bridge(self) -> None:
+        """A relay, the room bridged from the first machine to the second by the real
+        handshake (`salon relay use`, `salon invite`, `salon join`), a `salon relay
+        bridge` on each."""
+        if len(self.devices) < 2:
+            return
+        directory = self.workdir / "relay"
+        directory.mkdir()
+        env = salon_env(
+            directory, AGENT_SALON_RELAY_SECRET=RELAY_SECRET, AGENT_SALON_RELAY_RATE="1000000"
         )
-        if done.returncode != 0:
-            raise SystemExit(f"salon install --plugin failed: {done.stderr}")
+        env.pop("DATABASE_URL", None)
+        env.pop("REDIS_URL", None)
+        migrate(env)
+        self.relay_daemon = Daemon(env=env, cwd=directory, command=("relay", "serve"))
+        self.relay_daemon.start(timeout=120)
+        a, b = self.envs["a"], self.envs["b"]
+        for args, at in (
+            (
+                (
+                    "relay",
+                    "use",
+                    self.relay_daemon.url,
+                    "--secret",
+                    RELAY_SECRET,
+                    "--device",
+                    self.devices["a"],
+                ),
+                a,
+            ),
+        ):
+            done = run_salon(*args, env=at, cwd=self.workdir)
+            if done.returncode != 0:
+                raise RuntimeError(f"salon relay use: {done.stderr}")
+        invited = run_salon(
+            "invite", self.day["room"], "--for", self.devices["b"], env=a, cwd=self.workdir
+        )
+        joined = run_salon("join", invited.stdout.strip(), env=b, cwd=self.workdir)
+        if invited.returncode or joined.returncode:
+            raise RuntimeError(f"the relay handshake failed: {invited.stderr}{joined.stderr}")
+        for name, env in self.envs.items():
+            log = (self.workdir / f"bridge-{name}.log").open("ab")
+            self.bridges.append(
+                subprocess.Popen(
+                    salon_cmd("relay", "bridge"),
+                    env=env,
+                    cwd=self.workdir,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        synced = "SELECT last_sync_at FROM relay_bridgedroom"
+        for env in self.envs.values():
+            self.wait_for(
+                lambda env=env: any(r[0] for r in query_store(env, synced)),
+                "the bridges to sync",
+                120,
+            )
+
+    def bridge_or_note(self) -> None:
+        try:
+            self.bridge()
+        except Exception as exc:  # raised in the replay's own thread
+            self.bridge_error = f"the relay leg could not be set up: {exc}"
+
+    def unbridge(self) -> None:
+        for process in self.bridges:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if self.relay_daemon is not None:
+            self.relay_daemon.stop()
+
+    def landed(self, entry_id: str, store: str) -> bool:
+        rows = query_store(
+            self.envs[store],
+            "SELECT id FROM bus_entry WHERE id = ? OR id = ?",
+            (entry_id, uuid.UUID(entry_id).hex),
+        )
+        return bool(rows)
 
     def note(self, line: str) -> None:
         line = f"{time.monotonic():.1f} {line}"
@@ -152,9 +277,9 @@ class Replay:
             progress.write(line + "\n")
 
     def make_project(self, agent: str) -> Path:
-        root = self.workdir / "projects" / agent
+        root = self.workdir / f"projects-{self.store_of[agent]}" / agent
         root.mkdir(parents=True)
-        self.home.trust(root, servers=())
+        self.homes[self.store_of[agent]].trust(root, servers=())
         if agent == "web-app":
             cart = root / self.day["claimed_file"]
             cart.parent.mkdir(parents=True)
@@ -177,7 +302,14 @@ class Replay:
 
     def write_policy(self, root: Path) -> None:
         since = (datetime.now(UTC) - timedelta(days=1)).date()
-        askers = json.dumps([a for a in self.day["projects"] if a != "api-service"])
+        # A writer of another machine is reached only by a grant that names its device.
+        askers = json.dumps(
+            [
+                a if self.store_of[a] == "a" else f"{a}@{self.devices[self.store_of[a]]}"
+                for a in self.day["projects"]
+                if a != "api-service"
+            ]
+        )
         grants = [
             ("status:*", 'serve = ["scripts/status.sh", "{2}"]'),
             ("port:*", 'serve = ["scripts/port.sh", "{2}"]'),
@@ -235,7 +367,7 @@ class Replay:
         session = self.live[persona]
         return (
             {
-                **self.env,
+                **self.envs[self.store_of[session.agent]],
                 "AGENT_SALON_NAME": session.agent,
                 "CLAUDE_CODE_SESSION_ID": session.session,
             },
@@ -262,8 +394,9 @@ class Replay:
         stand_in = StandIn(model).__enter__()
         session = Session(persona, agent, step["session"], project, model, stand_in)
         self.sessions.append(session)
-        env = self.home.env(self.env, ANTHROPIC_BASE_URL=stand_in.url)
-        session.terminal = self.home.interactive(
+        store = self.store_of[agent]
+        env = self.homes[store].env(self.envs[store], ANTHROPIC_BASE_URL=stand_in.url)
+        session.terminal = self.homes[store].interactive(
             cwd=project,
             env=env,
             name=f"s{len(self.sessions)}",
@@ -276,7 +409,13 @@ class Replay:
         """Once the seat is on the bus and its monitor runs: the person's first prompt."""
         seat = f"{session.agent}#{session.session[:8]}"
         self.wait_for(
-            lambda: bool(query_store(self.env, "SELECT 1 FROM bus_seat WHERE name = ?", (seat,))),
+            lambda: bool(
+                query_store(
+                    self.envs[self.store_of[session.agent]],
+                    "SELECT 1 FROM bus_seat WHERE name = ?",
+                    (seat,),
+                )
+            ),
             f"{seat} on the bus",
         )
         self.wait_for(lambda: "monitor" in session.terminal.screen(), f"{seat}'s monitor")
@@ -297,16 +436,32 @@ class Replay:
 
     def send(self, step: dict) -> None:
         args = ["send", self.day["room"], step["type"], step["text"], "--json"]
-        to = [t.get("seat") or t["agent"] for t in step.get("to", [])]
+        store = self.store_of.get(self.agent_of(step["from"]), "a")
+        to = [self.address(t, store) for t in step.get("to", [])]
         if self.config == "push":
             to = list(self.members)
         if to:
             args += ["--to", ",".join(to)]
         if step.get("re"):
-            args += ["--re", self.ids[step["re"]]]
+            answered = self.ids[step["re"]]
+            self.wait_for(lambda: self.landed(answered, store), f"{step['re']} on store {store}")
+            args += ["--re", answered]
         report = json.loads(self.salon(step["from"], *args).stdout)
         self.ids[step["tag"]] = report["id"]
         self.note(f"{step['tag']} wakes {report.get('wakes')}")
+
+    def agent_of(self, persona: str) -> str:
+        return self.day["personas"][persona]["agent"] if persona != "ci" else "ci"
+
+    def address(self, target: dict, store: str) -> str:
+        """An addressee as the writer's machine names it (a seat of another machine
+        reads agent@device#session)."""
+        if "seat" not in target:
+            return target["agent"]
+        agent = self.agent_of(target["persona"])
+        if self.store_of[agent] == store:
+            return target["seat"]
+        return remote_name(target["seat"], self.devices[self.store_of[agent]])
 
     def ask(self, step: dict) -> None:
         if self.config == "push":
@@ -328,12 +483,19 @@ class Replay:
 
     def run(self) -> dict:
         began = time.monotonic()
+        bridging = threading.Thread(target=self.bridge_or_note, daemon=True)
         try:
+            bridging.start()
             steps = self.day["steps"]
             for index, step in enumerate(steps):
                 if STOPPING.is_set():
                     raise RuntimeError("the run was interrupted")
                 op = step["op"]
+                if op not in ("start", "resume") and bridging.ident and not self.bridged:
+                    bridging.join()  # nothing crosses before the room is bridged
+                    self.bridged = True
+                    if self.bridge_error:
+                        raise RuntimeError(self.bridge_error)
                 if op == "start" and index + 1 < len(steps) and steps[index + 1]["op"] == "start":
                     # Sessions that start together come up together.
                     self.launching.append(self.launch(step))
@@ -366,6 +528,9 @@ class Replay:
                 if session.terminal is not None:
                     session.terminal.stop()
                 session.stand_in.__exit__(None, None, None)
+            if bridging.is_alive():
+                bridging.join(300)
+            self.unbridge()
         return self.result(time.monotonic() - began)
 
     def result(self, seconds: float) -> dict:
