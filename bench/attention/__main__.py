@@ -10,6 +10,7 @@ entries), the full configuration only.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.attention import day as days
-from bench.attention.replay import CONFIGS, Replay, stop_all
+from bench.attention.replay import CONFIGS, Replay, rescore, stop_all
 from bench.common import Figure, loadavg, machine, now_utc, write_json
 from tests.claude_cli.harness import claude_binary
 
@@ -69,14 +70,23 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def pairs(found: list, shown: int = 12) -> str:
+    """(entry, persona) pairs, the first `shown` of them."""
+    words = [f"{tag}→{persona}" for tag, persona in found[:shown]]
+    if len(found) > shown:
+        words.append(f"… {len(found) - shown} more")
+    return ", ".join(words) or "none"
+
+
 def detail(result: dict) -> str:
     if "error" in result:
         return f"{NAMES[result['config']]}: failed ({result['error']})"
     s = result["score"]
+    causes = ", ".join(f"{cause} {n}" for cause, n in s.by_cause.items())
     return (
-        f"{NAMES[result['config']]}: turns by cause {s.by_cause}; missed {s.missed_pairs}; "
-        f"wasted {s.wasted_pairs}; repeated {s.repeated_pairs}; {s.requests} model requests "
-        f"in all, {s.side_requests} side requests"
+        f"{NAMES[result['config']]}: turns by cause: {causes}; missed: "
+        f"{pairs(s.missed_pairs)}; wasted: {pairs(s.wasted_pairs)}; repeated: "
+        f"{pairs(s.repeated_pairs)}; {s.requests} model requests in all"
     )
 
 
@@ -123,6 +133,9 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="put the table in RESULTS.md")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(
+        "--rescore", type=Path, help="score a kept run's directory again (nothing is replayed)"
+    )
+    parser.add_argument(
         "--parallel", type=int, default=4, help="configurations replayed at once (default 4)"
     )
     args = parser.parse_args()
@@ -134,6 +147,8 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    if args.rescore:
+        return rescored(args.rescore, args.write)
     default = ("full",) if args.quick else CONFIGS
     configs = [c.strip() for c in args.only.split(",")] if args.only else list(default)
     unknown = [c for c in configs if c not in CONFIGS]
@@ -205,6 +220,19 @@ def write_results(document, sha, text, results, took, load_before) -> None:
     body = RESULTS.read_text()
     title, _, rest = body.partition("\n")
     RESULTS.write_text(f"{title}\n\n{section}\n{rest.lstrip(chr(10))}")
+
+
+def rescored(directory: Path, write: bool) -> int:
+    [day_path] = directory.glob("day-*.json")
+    document = json.loads(day_path.read_text())
+    results = [rescore(document, directory / c, c) for c in CONFIGS if (directory / c).is_dir()]
+    text = table(results)
+    print(text)
+    for result in results:
+        print(detail(result))
+    if write:
+        write_results(document, days.digest(document), text, results, None, loadavg())
+    return 0
 
 
 def interrupted(signum, frame) -> None:

@@ -533,6 +533,9 @@ class Replay:
             self.unbridge()
         return self.result(time.monotonic() - began)
 
+    def outcomes(self) -> dict[str, str]:
+        return outcomes(self.day, {a: self.envs[self.store_of[a]] for a in self.store_of})
+
     def result(self, seconds: float) -> dict:
         markers = [e["marker"] for e in score_entries(self.day)]
         attributed, side = [], 0
@@ -544,7 +547,7 @@ class Replay:
             dump = self.workdir / f"requests-{session.persona}-{session.session[:8]}.json"
             dump.write_text(json.dumps(bodies))
             attributed += score.attribute(session.persona, session.session, bodies, markers)
-        scored = score.score(self.day, attributed, side, self.served)
+        scored = score.score(self.day, attributed, side, self.outcomes())
         return {
             "config": self.config,
             "seconds": round(seconds, 1),
@@ -552,6 +555,48 @@ class Replay:
             "attributed": attributed,
             "log": self.log,
         }
+
+
+def outcomes(day: dict, env_of: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Each lookup's outcome as the receiving project's store recorded it (served,
+    denied, declined, woken): the asker's report does not know it when the request was
+    decided on another machine. `env_of`: agent → the environment of its store."""
+    out = {}
+    for step in day["steps"]:
+        if step["op"] != "ask":
+            continue
+        rows = query_store(
+            env_of[step["agent"]],
+            "SELECT r.outcome FROM bus_request r JOIN bus_entry e ON e.id = r.entry_id "
+            "WHERE e.content LIKE ?",
+            (f"[{step['tag']}] %",),
+        )
+        out[step["tag"]] = rows[0][0] if rows else ""
+    return out
+
+
+def rescore(day: dict, directory: Path, config: str) -> dict:
+    """Score a finished replay again from what it kept (--keep): each session's recorded
+    requests and the stores."""
+    markers = [e["marker"] for e in score_entries(day)]
+    sessions = {s[:8]: (p, s) for p, info in day["personas"].items() for s in info["sessions"]}
+    attributed = []
+    for dump in sorted(directory.glob("requests-*.json")):
+        persona, session = sessions[dump.stem.rsplit("-", 1)[1]]
+        attributed += score.attribute(persona, session, json.loads(dump.read_text()), markers)
+    relay = day.get("relay") or {}
+    env_of = {}
+    for agent in day["projects"]:
+        store = "b" if agent in relay.get("b", []) else "a"
+        env_of[agent] = {"AGENT_SALON_DB": str(directory / f"store-{store}" / "salon.db")}
+    found = outcomes(day, env_of) if config != "push" else {}
+    return {
+        "config": config,
+        "seconds": None,
+        "score": score.score(day, attributed, 0, found),
+        "attributed": attributed,
+        "log": [],
+    }
 
 
 def score_entries(day: dict) -> list[dict]:
