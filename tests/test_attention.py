@@ -278,3 +278,28 @@ def test_the_full_day_puts_docs_site_on_a_second_store_named_as_its_seats_read_t
     assert remote_name("docs-site#06f0947b", "docs-box") == "docs-site@docs-box#06f0947b"
     asks_from_b = [s for s in day["steps"] if s["op"] == "ask" and s["from"].startswith("docs")]
     assert asks_from_b  # a lookup and a gate cross the relay
+
+
+def test_a_kept_run_is_scored_again_from_the_requests_it_recorded(tmp_path: Path):
+    from bench.attention.replay import rescore
+
+    day = days.quick_day()
+    owed = next(s for s in day["steps"] if s.get("tag") == "d01")
+    [persona] = owed["owed"]
+    session = day["personas"][persona]["sessions"][0]
+    other = next(p for p in day["personas"] if p != persona)
+    line = f'<summary>Monitor event: "salon"</summary>[salon] QUESTION: "{owed["text"][:40]}"'
+    told = [{"messages": [user(text(line))]}]
+    (tmp_path / "push").mkdir()
+    (tmp_path / "push" / f"requests-{persona}-{session[:8]}.json").write_text(json.dumps(told))
+    wasted = [{"messages": [user(text(line))]}]
+    other_session = day["personas"][other]["sessions"][0]
+    (tmp_path / "push" / f"requests-{other}-{other_session[:8]}.json").write_text(
+        json.dumps(wasted)
+    )
+
+    got = rescore(day, tmp_path / "push", "push")["score"]
+
+    assert (got.turns, got.wasted_turns) == (2, 1)
+    assert ("d01", persona) not in got.missed_pairs
+    assert got.wasted_pairs == [("d01", other)]
