@@ -25,6 +25,11 @@ Configurations:
 * `full-wrong`: the same with a judge wrong for 10 % of its answers (a confident "no"
   for an entry that was owed holds it back: the letterbox fails open only on a failure);
 * `full-failing`: the same with a judge that gives no clear answer 10 % of the time.
+
+The relay leg: when the day says so (`relay`), its projects live on a second store, as
+on another machine, with a HOME of their own; a relay and a `salon relay bridge` on each
+store carry the room, joined by the real handshake (`bridge`). Seats of the other store
+are addressed as they read there (agent@device#session).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,6 +147,7 @@ class Replay:
         self.store_of = {
             agent: "b" if agent in relay.get("b", []) else "a" for agent in self.day["projects"]
         }
+        self.scratch: list[Path] = []  # each machine's temporary directory, removed at the end
         # One store per machine, each with its own HOME (the plugin names its store).
         self.envs = {name: self.store_env(name) for name in self.devices}
         self.homes = {
@@ -171,6 +178,7 @@ class Replay:
         directory.mkdir(parents=True, exist_ok=True)
         # A machine's own temporary directory: its local lines are its own.
         scratch = Path(tempfile.mkdtemp(prefix=f"att-{name}-", dir="/tmp"))
+        self.scratch.append(scratch)
         env = salon_env(directory, TMPDIR=str(scratch))
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)
@@ -531,6 +539,8 @@ class Replay:
             if bridging.is_alive():
                 bridging.join(300)
             self.unbridge()
+            for scratch in self.scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
         return self.result(time.monotonic() - began)
 
     def outcomes(self) -> dict[str, str]:
