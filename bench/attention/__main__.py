@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -189,9 +190,12 @@ def main() -> int:
     if args.write:
         write_results(document, sha, text, results, took, load_before)
     if not args.keep:
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)
+        # Claude Code writes its session files as it exits, after its terminal closed.
+        for _ in range(10):
+            shutil.rmtree(work, ignore_errors=True)
+            if not work.exists():
+                break
+            time.sleep(1)
     else:
         print(f"kept {work}", file=sys.stderr)
     return 0

@@ -440,7 +440,7 @@ class Replay:
         session.terminal.type_line("/exit")
         with contextlib.suppress(RuntimeError):
             self.wait_for(lambda: not session.terminal.alive(), "the session to exit", 20)
-        session.terminal.stop()
+        close(session.terminal)
 
     def send(self, step: dict) -> None:
         args = ["send", self.day["room"], step["type"], step["text"], "--json"]
@@ -534,7 +534,7 @@ class Replay:
         finally:
             for session in self.sessions:
                 if session.terminal is not None:
-                    session.terminal.stop()
+                    close(session.terminal)
                 session.stand_in.__exit__(None, None, None)
             if bridging.is_alive():
                 bridging.join(300)
@@ -613,6 +613,18 @@ def score_entries(day: dict) -> list[dict]:
     from bench.attention.day import entries
 
     return entries(day)
+
+
+def close(terminal: Tmux, wait: float = 15) -> None:
+    """Close a session's terminal and wait for its Claude Code to exit (it writes its
+    session files on the way out, into a HOME about to be removed)."""
+    listed = terminal.tmux("list-panes", "-t", terminal.name, "-F", "#{pane_pid}").stdout
+    pids = [int(p) for p in listed.split() if p.isdigit()]
+    terminal.stop()
+    deadline = time.monotonic() + wait
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
+        time.sleep(0.1)
 
 
 def stop_all() -> None:
