@@ -49,6 +49,7 @@ SCENARIOS = {
     "side_by_side": ("bench.side_by_side", [], 2400),
     "workers": ("bench.workers", [], 600),
     "ask": ("bench.ask", [], 600),
+    "attention": ("bench.attention", [], 1800),
 }
 
 
