@@ -302,62 +302,6 @@ def test_the_admin_filter_finds_the_same_entries_whether_matches_are_few_or_many
     assert few == matched() == carts
 
 
-postgres_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the two plans are PostgreSQL's"
-)
-
-
-@pytest.fixture
-def no_word_statistics(monkeypatch):
-    """No statistics read before this test: each test reads its own store's."""
-    monkeypatch.setattr(services.search, "_shares_cache", [0.0, None, None])
-
-
-@postgres_only
-def test_postgresql_ranks_the_newest_matches_whichever_plan_finds_them(
-    team, monkeypatch, no_word_statistics
-):
-    web, api = make_seat("web", team), make_seat("api", team)
-    sent = []
-    for n in range(30):
-        text = "the build " * (1 + n % 3) + ("broke" if n % 2 else "passed") + f" run {n}"
-        sent.append(send(web if n % 4 else api, team, text)["id"])
-    monkeypatch.setattr(services.search, "RANKED_MATCHES", 6)
-
-    def answer(query: str, rows: int) -> list[str]:
-        monkeypatch.setattr(services.search, "NEWEST_FIRST_ROWS", rows)
-        return found(services.search.search(web, query, limit=20))
-
-    newest_broken = [pk for n, pk in reversed(list(enumerate(sent))) if n % 2][:6]
-    expected = {'"build broke"': newest_broken, "bui*": sent[-6:], "build -passed": newest_broken}
-    for query, newest in expected.items():
-        newest_first, gin_first = answer(query, 1000), answer(query, 2)
-        assert newest_first == gin_first, query
-        assert sorted(newest_first) == sorted(newest), query
-
-
-@postgres_only
-def test_postgresql_goes_to_the_gin_index_first_for_a_word_its_statistics_call_rare(
-    team, no_word_statistics
-):
-    web = make_seat("web", team)
-    for n in range(400):
-        send(web, team, f"the cart total {n}" + (" zebra" if n == 7 else ""))
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE bus_entry")
-        plan = services.search._plan
-        rooms = [team.pk]
-
-        rare = plan(cursor, rules.parse_query("zebra"), rooms)
-        common = plan(cursor, rules.parse_query("cart"), rooms)
-
-    assert rare == 0
-    assert common > 0
-    (zebra,) = services.search.search(web, "zebra")["results"]
-    assert zebra["snippet"] == "the cart total 7 zebra"
-    assert len(services.search.search(web, "cart", limit=200)["results"]) == 200
-
-
 # ---------------------------------------------------------------- who finds what
 
 

@@ -20,11 +20,10 @@ word at 400k entries), and on PostgreSQL ts_rank.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from bus import rules, signing, wire
@@ -36,11 +35,6 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
 RANKED_MATCHES = 300
 DENSE_MATCHES = 5000
-# PostgreSQL: how many of the newest entries the newest-first plan reads (_ranked_postgres).
-NEWEST_FIRST_ROWS = 5000
-# PostgreSQL: how long the words' shares of entries are kept before they are read again.
-WORD_SHARES_SECONDS = 300
-_shares_cache: list = [0.0, None, None]
 
 
 def search(
@@ -181,7 +175,24 @@ def _ranked(parsed: rules.Query, room_ids, where: list[str], params: list, limit
     conditions = "".join(f" AND {w}" for w in where)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            return _ranked_postgres(cursor, parsed, room_ids, conditions, params, limit)
+            if room_ids is not None:
+                conditions = f" AND e.room_id IN ({', '.join(['%s'] * len(room_ids))})" + conditions
+                params = [*room_ids, *params]
+            # The tsquery is written out where it is used, not in a CTE: as a constant the
+            # planner weighs it against the column's statistics (a word in most entries:
+            # the newest-first index, stopped after RANKED_MATCHES; a rare one: the GIN
+            # index). Behind a CTE it guessed 0.5 % for every query, and read all 958,472
+            # matches of "the" at a million entries (3.5 s) to keep the newest 300.
+            tsquery = rules.tsquery_text(parsed)
+            cursor.execute(
+                "SELECT newest.id, ts_rank(newest.search, to_tsquery('simple', %s)) AS score "
+                "FROM (SELECT e.id, e.ts, e.search FROM bus_entry e "
+                f"WHERE e.search @@ to_tsquery('simple', %s){conditions} "
+                "ORDER BY e.ts DESC LIMIT %s) newest "
+                "ORDER BY score DESC, newest.ts DESC, newest.id DESC LIMIT %s",
+                [tsquery, tsquery, *params, RANKED_MATCHES, limit],
+            )
+            return [(row[0], float(row[1])) for row in cursor.fetchall()]
         # The index drives, newest first, the rooms narrowed inside it; bus_entry is read
         # for the candidates only (and, with a filter on its columns, for the matches
         # tried). Each candidate's hits are counted from FTS5's highlight().
@@ -243,123 +254,6 @@ def _scored(parsed: rules.Query, candidates: list[str], limit: int):
             [rules.fts5_match(parsed), *ids],
         )
         return _by_relevance(cursor.fetchall(), limit)
-
-
-def _ranked_postgres(cursor, parsed, room_ids, conditions: str, params: list, limit: int):
-    """_ranked on PostgreSQL, by the cheaper of two plans (_plan).
-
-    Newest first: the searched rooms' entries read newest first until RANKED_MATCHES
-    match (a few hundred rows for a common word), and at most `bound` of them. GIN first:
-    every entry holding all the query's words, from the GIN index, then the newest of the
-    matches (what a rare word costs is its few entries). The planner cannot choose between
-    them for a phrase or a prefix of common words: it rates `'the' <-> 'a'` as
-    `'the' & 'a'`, read newest first, and went through a million entries for a phrase
-    found in a few hundred. When the bounded newest-first read finds fewer than
-    RANKED_MATCHES, the answer is the GIN-first one.
-    """
-    if room_ids is not None:
-        conditions = f" AND e.room_id IN ({', '.join(['%s'] * len(room_ids))})" + conditions
-        params = [*room_ids, *params]
-    # The tsquery is written out where it is used, not in a CTE: as a constant the
-    # planner weighs it against the column's statistics.
-    tsquery = rules.tsquery_text(parsed)
-    bound = _plan(cursor, parsed, room_ids)
-    rows: list = []
-    if bound:
-        # The rows' LIMIT is in a subquery of its own, the match tested above it: the
-        # scan stops at `bound` rows whatever the planner guesses of the match.
-        cursor.execute(
-            "SELECT w.id, w.ts, ts_rank(w.search, to_tsquery('simple', %s)) "
-            "FROM (SELECT e.id, e.ts, e.search FROM bus_entry e "
-            f"WHERE true{conditions} ORDER BY e.ts DESC LIMIT %s) w "
-            "WHERE w.search @@ to_tsquery('simple', %s) ORDER BY w.ts DESC LIMIT %s",
-            [tsquery, *params, bound, tsquery, RANKED_MATCHES],
-        )
-        rows = cursor.fetchall()
-    if len(rows) < RANKED_MATCHES:
-        # MATERIALIZED: the matches are gathered before they are put in order, so the
-        # newest-first index is not what finds them.
-        cursor.execute(
-            "WITH found AS MATERIALIZED (SELECT e.id, e.ts FROM bus_entry e "
-            f"WHERE e.search @@ to_tsquery('simple', %s){conditions}) "
-            "SELECT x.id, x.ts, ts_rank(x.search, to_tsquery('simple', %s)) "
-            "FROM (SELECT id FROM found ORDER BY ts DESC LIMIT %s) newest "
-            "JOIN bus_entry x ON x.id = newest.id",
-            [tsquery, *params, tsquery, RANKED_MATCHES],
-        )
-        rows = cursor.fetchall()
-    scored = sorted(((float(score), ts, str(pk)) for pk, ts, score in rows), reverse=True)
-    return [(pk, score) for score, _, pk in scored[:limit]]
-
-
-def _plan(cursor, parsed: rules.Query, room_ids) -> int:
-    """How many rows the newest-first plan may read on PostgreSQL (0: go GIN first).
-
-    From the share of entries each word is in, as ANALYZE counted it (_word_shares):
-    the GIN-first plan reads the entries holding every word of the query; the
-    newest-first one about RANKED_MATCHES over the share of entries that match in the
-    searched rooms. A word not counted is in fewer entries than the rarest counted one.
-    A phrase is taken to be a tenth as common as its words together (it is often far
-    rarer), so the newest-first plan is bounded by what the GIN-first one would read."""
-    stats = _word_shares(cursor)
-    if stats is None:
-        return NEWEST_FIRST_ROWS  # no statistics yet: try newest first, within a bound
-    shares, rarest, entries = stats
-    every_word = matching = 1.0
-    for term in parsed.wanted:
-        words = [shares.get(w, rarest) for w in term.words[:-1]]
-        last = term.words[-1]
-        if term.prefix:
-            found = [share for word, share in shares.items() if word.startswith(last)]
-            words.append(min(1.0, sum(found) + rarest))
-        else:
-            words.append(shares.get(last, rarest))
-        together = 1.0
-        for share in words:
-            together *= share
-        every_word *= together
-        matching *= together / 10 if len(words) > 1 else together
-    gin_rows = entries * every_word
-    if room_ids is not None:
-        matching *= _rooms_share(room_ids)
-    newest_rows = RANKED_MATCHES / matching if matching > 0 else float("inf")
-    if gin_rows <= newest_rows:
-        return 0
-    return int(min(max(gin_rows, NEWEST_FIRST_ROWS), entries + 1))
-
-
-def _word_shares(cursor):
-    """({word: share of entries holding it}, the share of the rarest of them, the number
-    of entries) as PostgreSQL's last ANALYZE of bus_entry counted them (the most common
-    words only), kept for WORD_SHARES_SECONDS; None before the first ANALYZE."""
-    key = connection.settings_dict.get("NAME")
-    at, cached_key, cached = _shares_cache
-    if cached_key == key and time.monotonic() - at < WORD_SHARES_SECONDS:
-        return cached
-    cursor.execute(
-        "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
-        "FROM pg_stats s, pg_class c WHERE c.oid = 'bus_entry'::regclass "
-        "AND s.schemaname = current_schema() AND s.tablename = 'bus_entry' "
-        "AND s.attname = 'search'"
-    )
-    row = cursor.fetchone()
-    stats = None
-    if row and row[0] and row[1] and row[2] and row[2] > 0:
-        words, shares, entries = row
-        # The shares are followed by the lowest and the highest of them.
-        stats = (dict(zip(words, shares, strict=False)), shares[len(words)], float(entries))
-    _shares_cache[:] = [time.monotonic(), key, stats]
-    return stats
-
-
-def _rooms_share(room_ids) -> float:
-    """The share of all entries that are in these rooms (from each room's last seq)."""
-    totals = Room.objects.aggregate(
-        chosen=Sum("last_seq", filter=Q(pk__in=room_ids)), every=Sum("last_seq")
-    )
-    if not totals["every"]:
-        return 1.0
-    return (totals["chosen"] or 0) / totals["every"]
 
 
 def _results(parsed: rules.Query, ranked: list[tuple], seat: Seat | None) -> list[dict]:
