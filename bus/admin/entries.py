@@ -10,10 +10,11 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
 from django.utils.http import urlencode
+from django.utils.safestring import mark_safe
 
-from bus import signing
+from bus import rules, signing, strict
 from bus.admin.base import (
     CappedPaginator,
     ReadOnlyAdmin,
@@ -25,6 +26,7 @@ from bus.admin.base import (
 )
 from bus.admin.filters import EntryFilter
 from bus.models import Entry
+from bus.services import search
 
 
 class EntryChangeList(ChangeList):
@@ -58,6 +60,18 @@ class EntryChangeList(ChangeList):
         if self.unknown_params or not self.entry_filter.is_valid():
             return queryset.none()
         return self.entry_filter.qs
+
+    def get_results(self, request):
+        """The page's entries; with a text search, each holds its snippet
+        (`search_snippet`: text, highlights) for the Content column."""
+        super().get_results(request)
+        answer = getattr(getattr(self, "entry_filter", None), "search_answer", None)
+        if answer is None:
+            return
+        snippets = {r["id"]: (r["snippet"], r["highlights"]) for r in answer["results"]}
+        self.result_list = list(self.result_list)
+        for entry in self.result_list:
+            entry.search_snippet = snippets.get(str(entry.pk))
 
     def unknown_parameter_notes(self) -> list[str]:
         return EntryFilter.unknown_parameter_notes(self.unknown_params)
@@ -133,6 +147,7 @@ class EntryAdmin(ReadOnlyAdmin):
         extra_context = {
             "title": "Entries",
             "quick_ranges": self._quick_ranges(request),
+            "ranked_matches": search.RANKED_MATCHES,
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context)
@@ -213,11 +228,19 @@ class EntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Content")
     def preview(self, entry: Entry) -> str:
-        text = shown(" ".join(entry.content.split()))
-        short = text if len(text) <= 140 else text[:139] + "…"
         badge = ""
         if not signing.verify_entry(entry):
             badge = format_html('<span class="salon-tampered-badge">{}</span> ', "TAMPERED")
+        found = getattr(entry, "search_snippet", None)
+        if found is not None:
+            # The text around the words searched for, each piece escaped (the entry's
+            # text is anyone's: markup and control characters are shown, never obeyed).
+            text = rules.marked(*found, "<mark>", "</mark>", escape=_escaped)
+            return format_html(
+                '{}<span class="salon-preview salon-snippet">{}</span>', badge, mark_safe(text)
+            )
+        text = shown(" ".join(entry.content.split()))
+        short = text if len(text) <= 140 else text[:139] + "…"
         return format_html('{}<span class="salon-preview">{}</span>', badge, short)
 
     @admin.display(description="Policy")
@@ -308,6 +331,12 @@ class EntryAdmin(ReadOnlyAdmin):
         if not entry.delivery_errors:
             return _names([])
         return format_html('<span class="salon-tampered">{}</span>', _names(entry.delivery_errors))
+
+
+def _escaped(text: str) -> str:
+    """A piece of an entry's text for a page: control characters written as their escape
+    (`\\x1b`), then HTML-escaped."""
+    return escape(shown(strict.terminal_safe(text)))
 
 
 def _request_of(entry: Entry):

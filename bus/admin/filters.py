@@ -19,7 +19,9 @@ since, until   a time range, ISO 8601 (`2025-06-01T14:00Z`, `2025-06-01T16:00+02
 tz             an IANA time zone name (`Europe/Paris`), for the times above
 q              search words in the content, the language of `salon search`: words (all
                must be there, any case), "a phrase", prefix*, -word; served by the
-               full-text index (bus.services.search.matching), newest first as ever
+               full-text index; the list is then ranked as `salon search` ranks
+               (bus.services.search.ranked): most relevant first, then newest first,
+               each with a snippet of the text around the words found
 =============  =====================================================================
 
 `to` is a JSON list. On SQLite and PostgreSQL `to__icontains` compares against the JSON
@@ -36,7 +38,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import django_filters
 from django import forms
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 from django.utils.dateparse import parse_date, parse_datetime
 
 from bus.models import Agent, Entry, Room, Seat
@@ -215,8 +217,27 @@ class EntryFilter(django_filters.FilterSet):
             data["type"] = data["type"].strip().upper()
         super().__init__(data, *args, **kwargs)
 
+    # The text search, when there is one: bus.services.search.ranked's answer, for the
+    # page's snippets and notes.
+    search_answer: dict | None = None
+
+    def filter_queryset(self, queryset):
+        """Every filter, the text search last: it ranks what the others let through."""
+        for name, value in self.form.cleaned_data.items():
+            if name != "q":
+                queryset = self.filters[name].filter(queryset, value)
+        return self.filter_text(queryset, "q", self.form.cleaned_data.get("q") or "")
+
     def filter_text(self, queryset, name, value):
-        return search.matching(queryset, value) if value.strip() else queryset
+        """The entries the search finds, most relevant first, then newest first."""
+        if not value.strip():
+            return queryset
+        self.search_answer = search.ranked(queryset, value)
+        ids = [result["id"] for result in self.search_answer["results"]]
+        if not ids:
+            return queryset.none()
+        place = Case(*(When(pk=pk, then=Value(i)) for i, pk in enumerate(ids)))
+        return queryset.filter(pk__in=ids).order_by(place)
 
     def filter_type(self, queryset, name, value):
         return queryset.filter(type=value) if value else queryset

@@ -111,6 +111,24 @@ def matching(queryset: QuerySet, query: str) -> QuerySet:
     return queryset.extra(where=[clause], params=[match])
 
 
+def ranked(queryset: QuerySet, query: str, limit: int = MAX_LIMIT) -> dict:
+    """The admin's text box: the entries of `queryset` (of Entry, with the page's other
+    filters) that `query` finds, ranked as search() ranks: the best `limit` of the newest
+    RANKED_MATCHES matches, by the same relevance, then newest first. The answer is
+    search()'s (every room: ``rooms`` is None), with ``matches``: how many matches were
+    ranked (RANKED_MATCHES when there may be more)."""
+    parsed = rules.parse_query(query)
+    answer = {"query": parsed.shown(), "rooms": None, "results": [], "notes": list(parsed.notes)}
+    answer["matches"] = 0
+    if parsed.searchable:
+        newest = matching(queryset, query).order_by("-ts", "-id").values_list("pk", flat=True)
+        candidates = [str(pk) for pk in newest[:RANKED_MATCHES]]
+        answer["matches"] = len(candidates)
+        answer["results"] = _results(parsed, _scored(parsed, candidates, limit), None)
+    answer["tampered"] = sum(1 for r in answer["results"] if r["tampered"])
+    return answer
+
+
 def rebuild_index() -> None:
     """Index every entry again (SQLite; the PostgreSQL column is written with its row)."""
     if connection.vendor == "sqlite":
@@ -189,12 +207,53 @@ def _ranked(parsed: rules.Query, room_ids, where: list[str], params: list, limit
             [rules.fts5_match(parsed, room_ids), *params, RANKED_MATCHES],
         )
         rows = cursor.fetchall()
+    return _by_relevance(rows, limit)
+
+
+def _by_relevance(rows, limit: int):
+    """SQLite: (entry id, score) of the best `limit` of `rows` (id, ts, length of the
+    text, hits), best first, ties newest first."""
     if not rows:
         return []
     mean = sum(row[2] for row in rows) / len(rows)
     scored = [(rules.relevance(row[3], row[2], mean), str(row[1]), str(row[0])) for row in rows]
     scored.sort(reverse=True)
     return [(pk, score) for score, _, pk in scored[:limit]]
+
+
+def _scored(parsed: rules.Query, candidates: list[str], limit: int):
+    """(entry id, score) of the best `limit` of these entries (all matches of `parsed`),
+    best first, scored as _ranked scores: ts_rank on PostgreSQL, _by_relevance on
+    SQLite over the hits FTS5 finds in each."""
+    if not candidates:
+        return []
+    ids = [
+        Entry._meta.pk.get_db_prep_value(Entry._meta.pk.to_python(pk), connection)
+        for pk in candidates
+    ]
+    marks = ", ".join(["%s"] * len(ids))
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT e.id, e.ts, ts_rank(e.search, to_tsquery('simple', %s)) "
+                f"FROM bus_entry e WHERE e.id IN ({marks})",
+                [rules.tsquery_text(parsed), *ids],
+            )
+            scored = sorted(
+                ((float(score), ts, str(pk)) for pk, ts, score in cursor.fetchall()),
+                reverse=True,
+            )
+            return [(pk, score) for score, _, pk in scored[:limit]]
+        cursor.execute(
+            "SELECT x.id, x.ts, length(x.content), length(c.h) - length(replace(c.h, char(1), '')) "
+            "FROM (SELECT entry_search.rowid AS r, "
+            "highlight(entry_search, 0, char(1), char(2)) AS h "
+            "FROM entry_search WHERE entry_search MATCH %s AND entry_search.rowid IN "
+            f"(SELECT rowid FROM bus_entry WHERE id IN ({marks}))) c "
+            "CROSS JOIN bus_entry x ON x.rowid = c.r",
+            [rules.fts5_match(parsed), *ids],
+        )
+        return _by_relevance(cursor.fetchall(), limit)
 
 
 def _results(parsed: rules.Query, ranked: list[tuple], seat: Seat | None) -> list[dict]:
