@@ -9,10 +9,15 @@ after a warm-up, with a server of the store up (another session's `salon mcp`) a
 * pre-edit, no claim in the repository — the everyday edit;
 * pre-edit, 20 claims of other sessions in the repository, none on this file;
 * pre-edit, the file claimed by another session: denied with the reason (a new file each
-  run: a repeat would pass) — the slow path, which writes the denial;
+  run: a repeat would pass) — the denial is written (on SQLite without Django,
+  mcpgate.claude.claimwrite);
+* pre-edit, the first repeat of each of those edits: it passes and the holder is sent a
+  FACT (the send path: a server of the store, or Django in the hook);
+* pre-edit, a second repeat of each: it passes and tells nobody (written without Django);
 * heartbeat after an edit, this session's soft claim on the file fresh — every later
   edit of a file;
-* heartbeat after an edit of a file not claimed yet — writes the soft claim.
+* heartbeat after an edit of a file not claimed yet — writes the soft claim (on SQLite
+  without Django).
 
 Targets: ≤ 60 ms with a server up, ≤ 80 ms cold (median).
 
@@ -90,6 +95,14 @@ def measure(bench: ClaimBench, tag: str) -> list[tuple[str, dict]]:
         (
             "pre-edit, the file claimed by another session (denied)",
             bench.edits("pre-edit", lambda i: src / "held" / f"{tag}{i}.py", denied=True),
+        ),
+        (
+            "pre-edit, the first repeat of a denied edit (passes; the holder told by a FACT)",
+            bench.edits("pre-edit", lambda i: src / "held" / f"{tag}{i}.py"),
+        ),
+        (
+            "pre-edit, a later repeat of a denied edit (passes, tells nobody)",
+            bench.edits("pre-edit", lambda i: src / "held" / f"{tag}{i}.py"),
         ),
         (
             "heartbeat after an edit, own soft claim fresh",

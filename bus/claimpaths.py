@@ -28,6 +28,9 @@ EDIT_TOOLS = {
     "NotebookEdit": "notebook_path",
 }
 
+# bus.rules.MAX_FOCUS_PATH_CHARS (a test holds the two equal).
+MAX_PATH_CHARS = 256
+
 _GLOB = re.compile(r"[*?\[]")
 
 
@@ -80,3 +83,16 @@ def _fixed_prefix(claimed: str) -> str:
     match = _GLOB.search(claimed)
     head = claimed if match is None else claimed[: match.start()]
     return head.rsplit("/", 1)[0] + "/" if "/" in head else ""
+
+
+def stored_as_is(path: str) -> bool:
+    """Is `path` (a file's path below its repository's top) a claimed path as stored,
+    already: one bus.rules.normalize_claim_path keeps unchanged? Almost every edited
+    file's is; False only sends the edit to where the path is normalized (or refused)."""
+    return (
+        0 < len(path) <= MAX_PATH_CHARS
+        and path == path.strip()
+        and "\\" not in path
+        and all(ord(c) >= 32 and c != "\x7f" for c in path)
+        and all(part not in ("", ".", "..") for part in path.split("/"))
+    )

@@ -25,7 +25,7 @@ Standard library only. Placeholders are `%s` (Django's cursor); sqlite3 callers 
 from __future__ import annotations
 
 # The tables, as Django names them (tests/test_ledger.py checks they still are).
-MEMBERSHIP, WAKE, ENTRY = "bus_membership", "bus_wakedecision", "bus_entry"
+MEMBERSHIP, WAKE, ENTRY, ROOM = "bus_membership", "bus_wakedecision", "bus_entry", "bus_room"
 
 
 def current(m: str = "m") -> str:
@@ -57,6 +57,18 @@ def rows_of(seats: str, *, only_pending: bool = False) -> str:
 
 # This seat's untold rows (param: seat id); callers add a room filter, an order, a limit.
 UNTOLD = "SELECT w.id" + rows_of("= %s")
+
+# A seat's primary room (bus.services.rooms.primary_room; the edit hooks name it in the
+# command that asks a claim's holder): the first of its default rooms it is still in,
+# else the room it joined first — the oldest current membership of a visible room.
+# Callers fill in `{columns}` of `r`. Param: seat id.
+PRIMARY_ROOM = f"""
+    SELECT {{columns}}
+    FROM {MEMBERSHIP} m JOIN {ROOM} r ON r.id = m.room_id
+    WHERE m.seat_id = %s AND {current("m")} AND r.archived_at IS NULL
+    ORDER BY m.id
+    LIMIT 1
+"""
 
 
 def for_sqlite3(sql: str) -> str:

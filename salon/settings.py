@@ -24,6 +24,9 @@ from django.core.exceptions import ImproperlyConfigured
 from salon.config import ConfigError, Settings, merged_environment, read, settings_key, warn_unknown
 from salon.store import (
     DB_NAME,
+    SQLITE_BEGIN,
+    SQLITE_PRAGMAS,
+    SQLITE_TIMEOUT,
     default_data_dir,
     fingerprint,
     is_default,
@@ -33,12 +36,11 @@ from salon.store import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# Daemon, cron and hooks write at once: take the write lock at BEGIN (IMMEDIATE) and wait
-# for it (busy_timeout) instead of failing on a lock upgrade; WAL lets readers go on.
+# The write lock taken at BEGIN and waited for, WAL, fsync at commit (salon.store).
 SQLITE_OPTIONS = {
-    "transaction_mode": "IMMEDIATE",
-    "timeout": 20,
-    "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL;PRAGMA busy_timeout=20000;",
+    "transaction_mode": SQLITE_BEGIN,
+    "timeout": SQLITE_TIMEOUT,
+    "init_command": "".join(f"PRAGMA {pragma};" for pragma in SQLITE_PRAGMAS),
 }
 
 

@@ -19,8 +19,16 @@ Open = namedtuple(
 )
 
 
-def _stored(at: datetime):
+def stored(at: datetime):
+    """A time as this backend's cursor takes it (a string on SQLite: bus.claimsql)."""
     return connection.ops.adapt_datetimefield_value(at)
+
+
+def run_sql(sql: str, params: list) -> list:
+    """bus.claimsql's `run`, through Django's cursor: the rows of a SELECT, else []."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description is not None else []
 
 
 def _read_time(value) -> datetime:
@@ -30,7 +38,7 @@ def _read_time(value) -> datetime:
 
 
 def _times(at: datetime) -> list:
-    return [_stored(at), _stored(at), _stored(at - rules.UNKNOWN_WINDOW)]
+    return [stored(at), stored(at), stored(at - rules.UNKNOWN_WINDOW)]
 
 
 def _rows(sql: str, params: list) -> list[Open]:
@@ -63,7 +71,7 @@ def shown(claim: Open, at: datetime) -> dict:
         "note": claim.note or None,
         "since": wire.iso(claim.created_at),
         "until": wire.iso(claim.expires_at),
-        "ageMinutes": max(0, int((at - claim.created_at).total_seconds() // 60)),
+        "ageMinutes": claimsql.age_minutes(claim.created_at, at),
         "seat": claim.seat,
         **({"repo": claim.repo} if claim.repo is not None else {}),
     }

@@ -13,14 +13,22 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from bus import rules, wire
-from bus.models import ClaimDenial, FileClaim, Membership, Seat
+from bus import claimsql, rules, wire
+from bus.models import FileClaim, Membership, Seat
 from bus.rules import RuleError
 from bus.services import entries, rooms
-from bus.services.claimed import Open, claims_by_seat, open_in_repo, open_of_seats, shown
+from bus.services.claimed import (
+    Open,
+    claims_by_seat,
+    open_in_repo,
+    open_of_seats,
+    run_sql,
+    shown,
+    stored,
+)
 
 __all__ = [
     "Open",
@@ -70,29 +78,17 @@ def claim(
     at = timezone.now()
     until = at + duration
     with transaction.atomic():
-        mine = {
-            c.path: c
-            for c in FileClaim.objects.filter(
-                seat=seat, repo=repo, path__in=paths, released_at__isnull=True, expires_at__gt=at
-            )
-        }
         for path in paths:
-            held = mine.get(path)
-            if held is None:
-                FileClaim.objects.create(
-                    seat=seat,
-                    repo=repo,
-                    path=path,
-                    kind=kind,
-                    note=note,
-                    created_at=at,
-                    expires_at=until,
-                )
-                continue
-            changes = {"expires_at": max(until, held.expires_at) if kind == "soft" else until}
-            if kind != FileClaim.KIND_SOFT:
-                changes.update(kind=kind, note=note)
-            FileClaim.objects.filter(pk=held.pk).update(**changes)
+            claimsql.put_claim(
+                run_sql,
+                seat_id=seat.pk,
+                repo=repo,
+                path=path,
+                kind=kind,
+                note=note,
+                at=stored(at),
+                until=stored(until),
+            )
     others = [
         c
         for c in open_in_repo(repo=repo, at=at)
@@ -149,11 +145,10 @@ def soft_claim(*, seat: Seat, repo: str, path: str) -> bool:
     open claims covers it for 25 minutes more. True if anything was written."""
     at = timezone.now()
     path = rules.normalize_claim_path(path)
-    for c in open_of_seats(seat_ids=[seat.pk], at=at):
-        covers = c.repo == repo and rules.claim_covers(c.path, path)
-        if covers and c.expires_at - at >= rules.SOFT_RENEW_BELOW:
-            return False
-    claim(seat=seat, repo=repo, paths=[path], duration=rules.SOFT_CLAIM, kind="soft")
+    mine = [c for c in open_of_seats(seat_ids=[seat.pk], at=at) if c.repo == repo]
+    if not claimsql.soft_claim_due(mine, seat.pk, path, at):
+        return False
+    claim(seat=seat, repo=repo, paths=[path], duration=rules.SOFT_CLAIM, kind=claimsql.SOFT)
     return True
 
 
@@ -164,36 +159,25 @@ def check_edit(*, seat: Seat, repo: str, path: str) -> dict | None:
     holders are sent a FACT saying so."""
     at = timezone.now()
     path = rules.normalize_claim_path(path)
-    holding = [
-        c
-        for c in open_in_repo(repo=repo, at=at)
-        if c.seat_id != seat.pk and rules.claim_covers(c.path, path)
-    ]
+    holding = claimsql.holding(open_in_repo(repo=repo, at=at), seat.pk, path)
     if not holding:
         return None
     holders = [shown(c, at) for c in holding]
-    since = at - rules.REPEAT_WINDOW
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with transaction.atomic():
-        recent = (
-            ClaimDenial.objects.select_for_update()
-            .filter(seat=seat, repo=repo, path=path, denied_at__gt=since)
-            .order_by("-denied_at")
-            .first()
+        verdict = claimsql.held_edit(
+            run_sql,
+            seat_id=seat.pk,
+            holder_id=holding[0].seat_id,
+            repo=repo,
+            path=path,
+            at=stored(at),
+            since=stored(at - rules.REPEAT_WINDOW),
+            lock=lock,
         )
-        if recent is None:
-            recent = (
-                ClaimDenial.objects.filter(seat=seat, repo=repo, path=path, passed_at__gt=since)
-                .order_by("-passed_at")
-                .first()
-            )
-        if recent is None:
-            ClaimDenial.objects.create(
-                seat=seat, holder_id=holding[0].seat_id, repo=repo, path=path, denied_at=at
-            )
-            return {"verdict": "deny", "path": path, "holders": holders}
-        first_pass = recent.passed_at is None
-        ClaimDenial.objects.filter(pk=recent.pk).update(passed_at=at)
-    told = _tell_holders(seat, holding, path) if first_pass else []
+    if verdict == claimsql.DENY:
+        return {"verdict": "deny", "path": path, "holders": holders}
+    told = _tell_holders(seat, holding, path) if verdict == claimsql.FIRST_PASS else []
     return {"verdict": "pass", "path": path, "holders": holders, "told": told}
 
 

@@ -201,26 +201,11 @@ def primary_room(seat: Seat) -> Room | None:
     """The first of the seat's default rooms it is still in, else the room it joined
     first: its default rooms are joined first, in order, so it is the oldest current
     membership of a visible room."""
-    sql = _PRIMARY_ROOM_SQL.format(
-        columns=compiled.columns(Room, "r"),
-        room=Room._meta.db_table,
-        membership=Membership._meta.db_table,
-        current=ledger.current("m"),
-    )
+    sql = ledger.PRIMARY_ROOM.format(columns=compiled.columns(Room, "r"))
     with connection.cursor() as cursor:
         cursor.execute(sql, [seat.pk])
         row = cursor.fetchone()
     return compiled.model_from_row(Room, row) if row else None
-
-
-# Every send without a room asks it: written out, not compiled by the ORM each time.
-_PRIMARY_ROOM_SQL = """
-    SELECT {columns}
-    FROM {membership} m JOIN {room} r ON r.id = m.room_id
-    WHERE m.seat_id = %s AND {current} AND r.archived_at IS NULL
-    ORDER BY m.id
-    LIMIT 1
-"""
 
 
 def room_for_write(seat: Seat, name: str | Room | None, *, create: bool = False) -> Room:

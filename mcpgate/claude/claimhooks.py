@@ -1,6 +1,8 @@
 """What the file-claim hooks do once Django is up (the `hook` operation,
 mcpgate.claude.hooks): reached only when the fast path (mcpgate.claude.claimlook) could
-not prove there was nothing to do.
+not prove there was nothing to do, and the SQLite store's own writes
+(mcpgate.claude.claimwrite) could not do it either — on PostgreSQL, for the first repeat
+that passes (it sends the holder a FACT), for a seat not made yet.
 
 * pre-edit (PreToolUse on Edit, Write, MultiEdit, NotebookEdit): another seat's open claim
   covers the file → the edit is denied once, the reason naming the holder, its focus, the
@@ -15,40 +17,10 @@ from __future__ import annotations
 
 from bus import services
 from mcpgate.claude.claimlook import edit_place
+from mcpgate.claude.claimwrite import age_words, deny_output, deny_reason
 from mcpgate.claude.hookinput import HookContext
 
 SHOWN_AT_START = 10
-
-
-def _age(minutes: int) -> str:
-    if minutes < 1:
-        return "just now"
-    if minutes < 60:
-        return f"{minutes} min ago"
-    return f"{minutes // 60} h {minutes % 60:02d} min ago"
-
-
-def _holder_words(claim: dict, focus: str) -> str:
-    words = [f"claimed {_age(claim['ageMinutes'])}"]
-    if claim["kind"] == "soft":
-        words[0] = f"edited by it {_age(claim['ageMinutes'])} (a claim made by editing)"
-    if claim.get("note"):
-        words.append(f'note: "{claim["note"]}"')
-    words.append(f'focus: "{focus}"' if focus else "no focus declared")
-    return f"{claim['seat']} ({'; '.join(words)})"
-
-
-def deny_reason(verdict: dict, focus_of: dict[str, str], ask: str) -> str:
-    claims = verdict["holders"]
-    who = "; ".join(_holder_words(c, focus_of.get(c["seat"], "")) for c in claims)
-    claimed = ", ".join(dict.fromkeys(c["path"] for c in claims))
-    return (
-        f"agent-salon: {verdict['path']} is claimed by another session of this repository "
-        f"({claimed}): {who}. This edit was held back once, so the two of you do not "
-        "overwrite each other. Two ways on: ask the holder first — "
-        f"{ask} — or repeat this same edit to go ahead anyway (a repeat within 10 minutes "
-        "passes, and the holder is told that you did)."
-    )
 
 
 def pre_edit(seat, ctx: HookContext, ask_command) -> dict | None:
@@ -63,14 +35,8 @@ def pre_edit(seat, ctx: HookContext, ask_command) -> dict | None:
 
     names = {c["seat"] for c in verdict["holders"]}
     focus_of = dict(Seat.objects.filter(name__in=names).values_list("name", "focus_text"))
-    reason = deny_reason(verdict, focus_of, ask_command(verdict["holders"][0]["seat"]))
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": reason,
-        }
-    }
+    ask = ask_command(verdict["holders"][0]["seat"])
+    return deny_output(deny_reason(verdict["path"], verdict["holders"], focus_of, ask))
 
 
 def post_edit(seat, ctx: HookContext) -> None:
@@ -98,7 +64,7 @@ def start_lines(seat, ctx: HookContext) -> list[str]:
     for c in claims[:SHOWN_AT_START]:
         note = f': "{c["note"]}"' if c.get("note") else ""
         kind = " (by editing)" if c["kind"] == "soft" else ""
-        lines.append(f"- {c['path']} — {c['seat']}{kind}, {_age(c['ageMinutes'])}{note}")
+        lines.append(f"- {c['path']} — {c['seat']}{kind}, {age_words(c['ageMinutes'])}{note}")
     if len(claims) > SHOWN_AT_START:
         lines.append(f"- and {len(claims) - SHOWN_AT_START} more (`salon agents` lists them)")
     return lines

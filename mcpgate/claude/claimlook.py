@@ -6,8 +6,9 @@ nothing to do: no other seat claims the file, or this seat's own claim on it has
 run. On the embedded SQLite store both are proved here, read-only, with the statement
 bus.services.claims runs (bus.claimsql.OPEN_IN_REPO) and the matcher it uses
 (bus.claimpaths). Like the Stop hook's fast path, this only ever concludes "nothing to
-do": any doubt (a seat not made yet, PostgreSQL, an error) takes the slow path, which is
-authoritative and the only one that writes.
+do": anything else goes on to the writes without Django (mcpgate.claude.claimwrite, on
+SQLite) or to the slow path (a seat not made yet, PostgreSQL, an error), which is
+authoritative.
 """
 
 from __future__ import annotations

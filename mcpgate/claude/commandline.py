@@ -114,3 +114,26 @@ def shell_command(env: dict[str, str], argv: list[str]) -> str:
 
     words = [f"{name}={shlex.quote(value)}" for name, value in ordered(env) if value]
     return " ".join(words + [shlex.quote(arg) for arg in argv])
+
+
+def command_env(ctx, agent: str) -> dict[str, str]:
+    """The variables a command needs to act as this seat on this store (ctx: the hook's
+    mcpgate.claude.hookinput.HookContext, prepared)."""
+    env = dict(ctx.store_env)
+    env["AGENT_SALON_NAME"] = agent
+    if ctx.rooms:
+        env["AGENT_SALON_ROOM"] = ",".join(ctx.rooms)
+    if ctx.session:
+        env[SESSION_VARIABLE] = ctx.session
+    return env
+
+
+def salon_command(ctx, env: dict[str, str], *args: str) -> str:
+    argv = ["salon", *args] if ctx.plain else salon_argv(*args, python=ctx.python)
+    return shell_command(env, argv)
+
+
+def ask_command(ctx, agent: str, room: str, holder: str) -> str:
+    """The ready-to-run command that asks a claim's holder, in `room`."""
+    env = command_env(ctx, agent)
+    return salon_command(ctx, env, "send", room, "QUESTION", "<your question>", "--to", holder)

@@ -44,7 +44,7 @@ from django.db import transaction
 from bus import rules, services, strict, wire
 from bus.management.ops import Call
 from mcpgate.claude import claimhooks
-from mcpgate.claude.commandline import SESSION_VARIABLE, salon_argv, shell_command
+from mcpgate.claude.commandline import ask_command, command_env, salon_command
 from mcpgate.claude.config import MONITOR_TIMEOUT_MS
 from mcpgate.claude.hookinput import BEAT_SECONDS, HookContext, watch_running
 from mcpgate.claude.processes import HookInputError
@@ -54,22 +54,6 @@ NAMED_IN_A_NUDGE = 5
 TOLD_AT_ONCE = 100
 QUOTE_CHARS = 120
 REPLY_FLAGS = ("--to", "<seat>", "--re", "<id>")
-
-
-def command_env(ctx: HookContext, agent: str) -> dict[str, str]:
-    """The variables a command needs to act as this seat on this store."""
-    env = dict(ctx.store_env)
-    env["AGENT_SALON_NAME"] = agent
-    if ctx.rooms:
-        env["AGENT_SALON_ROOM"] = ",".join(ctx.rooms)
-    if ctx.session:
-        env[SESSION_VARIABLE] = ctx.session
-    return env
-
-
-def salon_command(ctx: HookContext, env: dict[str, str], *args: str) -> str:
-    argv = ["salon", *args] if ctx.plain else salon_argv(*args, python=ctx.python)
-    return shell_command(env, argv)
 
 
 def operation(call: Call) -> dict:
@@ -266,10 +250,7 @@ def session_start(seat, ctx: HookContext) -> dict:
 
 
 def _ask_holder(seat, ctx: HookContext, holder: str) -> str:
-    env = command_env(ctx, seat.agent.name)
-    return salon_command(
-        ctx, env, "send", _room_for_send(seat), "QUESTION", "<your question>", "--to", holder
-    )
+    return ask_command(ctx, seat.agent.name, _room_for_send(seat), holder)
 
 
 def _context(text: str) -> dict:

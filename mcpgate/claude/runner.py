@@ -5,10 +5,11 @@ Claude Code runs it with its hook JSON on stdin. Whatever goes wrong — garbage
 a malformed setting, a store that cannot be opened, a bug — it prints nothing on stdout
 and exits 0; the failure is one line in the hooks' log (mcpgate.claude.hookinput).
 
-The work: the fast path first (no Django, mostly no database); else the request goes to
-a running server of the store over the local line, and only with none answering does
-this process load Django and do it itself (the `hook` operation, registered by the
-mcpgate app: mcpgate.claude.hooks).
+The work: the fast path first (no Django, mostly no database); then, for an edit on the
+SQLite store, its claim's writes without Django (mcpgate.claude.claimwrite); else the
+request goes to a running server of the store over the local line, and only with none
+answering does this process load Django and do it itself (the `hook` operation,
+registered by the mcpgate app: mcpgate.claude.hooks).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mcpgate.claude.hookinput import (
     hook_context,
     read_payload,
     record_error,
+    stamp_fresh,
     write_stamp,
 )
 from mcpgate.claude.processes import HookInputError
@@ -72,6 +74,13 @@ def judge_somewhere(ctx: HookContext, line: Line) -> None:
         raise RuntimeError(recorded["refusal"])
 
 
+def _print(stdout, output: dict | None) -> None:
+    if output:
+        # safe_text: a stored row may hold a lone surrogate, which stdout cannot take.
+        stdout.write(strict.safe_text(json.dumps(output, ensure_ascii=False)) + "\n")
+        stdout.flush()
+
+
 def run_hook(
     argv: list[str],
     *,
@@ -113,6 +122,13 @@ def run_hook(
         if fast_path(ctx):
             return 0
         ctx.prepare(environ, default_store=line.default_store)
+        if kind in ("pre-edit", "heartbeat") and ctx.sqlite_path:
+            from mcpgate.claude import claimwrite
+
+            done, output = claimwrite.settle(ctx, lambda: stamp_fresh(ctx.stamp))
+            if done:
+                _print(stdout, output)
+                return 0
         judging = environ.get("AGENT_SALON_TRIAGE_CMD", "").strip()  # else no line trip
         if kind == "stop" and not ctx.headless and judging:
             try:
@@ -121,10 +137,7 @@ def run_hook(
                 record_error(kind, exc, ctx, line.store)
         output, last_seen = run_somewhere(ctx, line)
         write_stamp(ctx.stamp, last_seen)
-        if output:
-            # safe_text: a stored row may hold a lone surrogate, which stdout cannot take.
-            stdout.write(strict.safe_text(json.dumps(output, ensure_ascii=False)) + "\n")
-            stdout.flush()
+        _print(stdout, output)
     except BaseException as exc:  # a hook never fails a turn
         record_error(kind, exc, ctx, line.store if line is not None else None)
     return 0
