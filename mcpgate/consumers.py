@@ -19,6 +19,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import connection
 
 from bus import rules, services, strict
 from bus.rules import RuleError
@@ -155,8 +156,15 @@ class McpExchange:
             await self.initialize(message)
             return
         session_id, token = self._session_id(), self._token()
-        # The session, its checks and the answer in one hop to the database thread.
-        answered = await database_sync_to_async(self._answer_on_session)(session_id, token, message)
+        # The session, its checks and the answer in one hop to the database thread; a
+        # send there shares its transaction with the sends waiting beside it.
+        if _joins_a_batch(message):
+            answer = self._answer_on_session
+            answered = await self.host.sends.run(answer, session_id, token, message)
+        else:
+            answered = await database_sync_to_async(self._answer_on_session)(
+                session_id, token, message
+            )
         if answered is None:
             await self.send_response(202, b"")
         elif isinstance(answered, Waiting):
@@ -235,6 +243,25 @@ class McpExchange:
 
     async def start_wait(self, binding, message, arguments) -> None:
         raise NotImplementedError
+
+
+# The tools that only write one entry: their calls may be stored in one transaction.
+SEND_TOOLS = frozenset({"send", "send_message"})
+
+
+def _joins_a_batch(message) -> bool:
+    """Whether this POST is a send that may share a transaction (bus.groupcommit): on
+    SQLite only (PostgreSQL's workers write at once, as relay.views.answer says), and
+    not a cross-project request, whose outcome is read after its own commit."""
+    if connection.vendor != "sqlite" or not isinstance(message, protocol.Request):
+        return False
+    if message.method != "tools/call" or not isinstance(message.params, dict):
+        return False
+    if message.params.get("name") not in SEND_TOOLS:
+        return False
+    arguments = message.params.get("arguments")
+    meta = arguments.get("meta") if isinstance(arguments, dict) else None
+    return not (isinstance(meta, dict) and "ask" in meta)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from bus import bell
+from bus import bell, groupcommit
 from bus.models import Seat
 from mcpgate import delivery, protocol
 from salon.daemon.host import Daemon
@@ -50,6 +50,8 @@ class StreamHost(Daemon):
         self.direct: dict[int, Any] = {}
         self._just_pushed: dict[str, dict[int, Any]] = {}  # entry id → {seat: stream}
         self.ticker = delivery.KeepAliveTicker(self.claimer)
+        # The MCP sends waiting on the database thread, stored in one transaction.
+        self.sends = groupcommit.Calls()
         self.layer = None
 
     async def start(self) -> None:

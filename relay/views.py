@@ -24,7 +24,6 @@ while POST -> event p99 fell from 12-16 s to 1.4-1.8 s and pushes kept up with s
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -33,7 +32,7 @@ from django.db import connection, transaction
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from bus import rules, services, strict
+from bus import groupcommit, rules, services, strict
 from bus.models import Seat
 from patches.asgiref import on_database_thread, sync_caller_waiting
 from relay.webhook import (
@@ -108,51 +107,22 @@ async def answer(posted: Posted) -> Answer:
     return await group_commit.submit(posted)
 
 
-# Requests stored in one transaction at most: bounds how long one batch holds the write
-# lock, and what a failed commit takes down with it.
-BATCH_LIMIT = 200
-
-
-class GroupCommit:
+class GroupCommit(groupcommit.GroupCommit):
     """The /notify requests waiting on the database thread, stored in one transaction
-    (SQLite, the embedded default; see notify() for PostgreSQL).
+    (SQLite, the embedded default; see answer() for PostgreSQL): bus.groupcommit's queue.
 
-    A batch is every request that arrived while the previous batch ran (no timer: one
-    poster alone gets a batch of one, as before). Each request runs in a savepoint of
-    the batch's transaction, so a refused one (an unknown room, a bad type) rolls back
-    alone and gets its own error; the batch commits once, and only then does any of its
-    requests get its 202. If the commit fails, every request of the batch gets a 500 and
-    none of them was stored: nothing acknowledged is ever lost.
-
-    An SQLite commit (synchronous=FULL) is cheap here; what a batch saves is the per-
-    request transaction: BEGIN IMMEDIATE, the commit and its fsync, the hop to the
-    database thread and the wait behind the other requests' hops.
+    Each request runs in a savepoint of the batch's transaction, so a refused one (an
+    unknown room, a bad type) rolls back alone and gets its own error; the batch commits
+    once, and only then does any of its requests get its 202. If the commit fails, every
+    request of the batch gets a 500 and none of them was stored: nothing acknowledged is
+    ever lost.
     """
 
-    def __init__(self) -> None:
-        self._pending: list[tuple[Posted, asyncio.Future]] = []
-        self._task: asyncio.Task | None = None
+    def run_batch(self, items: list[Posted]) -> list[Answer]:
+        return _answer_batch(items)
 
-    async def submit(self, posted: Posted) -> Answer:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._pending.append((posted, future))
-        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._task = loop.create_task(self._run())
-        return await future
-
-    async def _run(self) -> None:
-        while self._pending:
-            batch = self._pending[:BATCH_LIMIT]
-            del self._pending[:BATCH_LIMIT]
-            try:
-                answers = await on_database_thread(_answer_batch, [p for p, _ in batch])
-            except Exception:  # never raised by _answer_batch; a safety net all the same
-                log.exception("/notify batch of %d failed", len(batch))
-                answers = [_commit_failed() for _ in batch]
-            for (_, future), answered in zip(batch, answers, strict=True):
-                if not future.done():
-                    future.set_result(answered)
+    def failed(self, exc: Exception) -> Answer:
+        return _commit_failed()
 
 
 group_commit = GroupCommit()

@@ -310,6 +310,40 @@ def test_a_failing_record_never_fails_the_send(team, monkeypatch):
     assert not DecisionCount.objects.exists()
 
 
+def test_a_record_statement_failing_halfway_is_undone_alone_and_the_send_stands(
+    team, monkeypatch, caplog
+):
+    """The decision counts are one statement, written without a savepoint on SQLite: its
+    first row written, its second refused (a NOT NULL column), the statement is undone
+    whole and the send's own rows commit."""
+    writer = make_seat("web", team)
+    api = make_seat("api", team)
+    make_seat("docs", team)
+    from bus.services import entries
+
+    real = entries._COUNT_INSERT.insert
+
+    def halfway(rows):
+        first = rows[0]
+        refused = DecisionCount(
+            entry_id=first.entry_id,
+            room_id=first.room_id,
+            reason=None,
+            count=1,
+            decided_at=first.decided_at,
+        )
+        real([first, refused])
+
+    monkeypatch.setattr(entries._COUNT_INSERT, "insert", halfway)
+    report = post(writer, team, "api: the schema moved.", to=["api"])
+
+    assert report["wakes"] == [api.name]
+    assert Entry.objects.filter(id=report["id"]).exists()
+    assert WakeDecision.objects.filter(entry_id=report["id"], seat=api).exists()
+    assert not DecisionCount.objects.exists()
+    assert "a stats record was not written" in caplog.text  # the statement did fail
+
+
 def test_a_failing_record_never_fails_the_read(team, monkeypatch):
     writer = make_seat("web", team)
     reader = make_seat("api", team)

@@ -481,7 +481,8 @@ def _record(entry: Entry, decided: Decided, *, sender: Seat) -> None:
                     )
                     for reason, n in sorted(decided.unwoken.items())
                 ]
-            )
+            ),
+            one_statement=True,
         )
     reasons = decided.reasons
     transaction.on_commit(lambda: signals.wake_decided.send(sender=Entry, reasons=reasons))
