@@ -758,3 +758,25 @@ def test_a_row_the_letterbox_has_not_judged_is_neither_pushed_nor_told_until_it_
     assert [entry["content"] for entry in told] == ["who owns billing?"]
     row = WakeDecision.objects.get(seat=reader, entry__content="who owns billing?")
     assert (row.judge, row.judgement, row.told_by) == ("letterbox", "yes", "monitor")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_wait_tool_judges_a_quiet_seats_rows_as_it_tells_them_and_no_other_path_does(
+    settings, tmp_path
+):
+    judge = tmp_path / "judge-no"
+    judge.write_text("#!/bin/sh\ncat > /dev/null\necho no\n")
+    judge.chmod(0o755)
+    settings.TRIAGE_CMD, settings.TRIAGE_LETTERBOX = [str(judge)], True
+    room = make_room("team")
+    writer, reader = make_seat("writer", room), make_seat("reader", room)
+    send(writer, room, "who owns billing?", type="QUESTION")
+    services.seats.set_quiet(seat=reader, duration="1h")
+
+    assert services.triage.claim(seat=reader) == []  # unasked: a quiet seat is left alone
+    [work] = services.triage.claim(seat=reader, asked=True)
+    services.triage.record(answers={work["row"]: "no"})
+
+    assert services.telling.collect_wakes(seat=reader)["entries"] == []
+    row = WakeDecision.objects.get(seat=reader)
+    assert (row.judge, row.judgement, row.woken, row.told_by) == ("letterbox", "no", False, "")
