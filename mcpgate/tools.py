@@ -538,7 +538,7 @@ async def wait_for_wakes(
     seat = await database_sync_to_async(binding.seat)()
     while True:
         arrived.clear()  # before looking: a ring during the look is not lost
-        await triage.judge_first([seat.pk])
+        await triage.judge_first([seat.pk], asked=True)
         result = await database_sync_to_async(run_tool)(binding, TOOLS["wait"], arguments)
         left = deadline - loop.time()
         found = (result.get("structuredContent") or {}).get("entries")

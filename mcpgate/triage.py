@@ -15,19 +15,20 @@ from bus import judge, services
 from bus.models import Seat
 
 
-def claim_judgements(seat_ids: list[int]) -> list[dict]:
+def claim_judgements(seat_ids: list[int], asked: bool = False) -> list[dict]:
     """The letterbox and the safety net's rows to judge for these seats (services.triage)."""
     work = []
     for seat in Seat.objects.filter(pk__in=seat_ids).order_by("pk"):
-        work += services.triage.claim(seat=seat)
+        work += services.triage.claim(seat=seat, asked=asked)
     return work
 
 
-async def judge_first(seat_ids: list[int]) -> None:
-    """Judge what these seats are about to be told, if a judge is configured."""
+async def judge_first(seat_ids: list[int], *, asked: bool = False) -> None:
+    """Judge what these seats are about to be told, if a judge is configured; `asked`:
+    by the wait tool, which tells a quiet seat too."""
     if not any(services.triage.halves()):
         return
-    work = await database_sync_to_async(claim_judgements)(seat_ids)
+    work = await database_sync_to_async(claim_judgements)(seat_ids, asked)
     if not work:
         return
     answers = await asyncio.to_thread(

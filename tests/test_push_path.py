@@ -728,3 +728,55 @@ async def test_calls_from_the_database_thread_wake_the_loop_once_and_run_in_orde
 
     assert ran == list(range(100))
     assert waiting == b"\0"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_the_letterbox_has_not_judged_is_neither_pushed_nor_told_until_it_is(
+    settings, tmp_path
+):
+    """An entry stored after a look's judge claimed its rows reaches the claim unjudged:
+    the push and the telling leave it for the next look, which judges it first."""
+    judge = tmp_path / "judge-yes"
+    judge.write_text("#!/bin/sh\ncat > /dev/null\necho yes\n")
+    judge.chmod(0o755)
+    settings.TRIAGE_CMD, settings.TRIAGE_LETTERBOX = [str(judge)], True
+    room = make_room("team")
+    writer, reader = make_seat("writer", room), make_seat("reader", room)
+    send(writer, room, "who owns billing?", type="QUESTION")
+    send(writer, room, "please review the schema", type="REQUEST", to=[reader.name])
+
+    pushed, _ = services.telling.claim_pushes(seat=reader)
+    told = services.telling.announce_wakes(seat=reader)
+
+    # Only the entry naming exactly this seat, which the letterbox never judges.
+    assert [entry.content for _, entry in pushed] == ["please review the schema"]
+    assert [entry["content"] for entry in told] == ["please review the schema"]
+    assert services.triage.judge(seat=reader) == 1
+    pushed, _ = services.telling.claim_pushes(seat=reader)
+    told = services.telling.announce_wakes(seat=reader)
+    assert [entry.content for _, entry in pushed] == ["who owns billing?"]
+    assert [entry["content"] for entry in told] == ["who owns billing?"]
+    row = WakeDecision.objects.get(seat=reader, entry__content="who owns billing?")
+    assert (row.judge, row.judgement, row.told_by) == ("letterbox", "yes", "monitor")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_wait_tool_judges_a_quiet_seats_rows_as_it_tells_them_and_no_other_path_does(
+    settings, tmp_path
+):
+    judge = tmp_path / "judge-no"
+    judge.write_text("#!/bin/sh\ncat > /dev/null\necho no\n")
+    judge.chmod(0o755)
+    settings.TRIAGE_CMD, settings.TRIAGE_LETTERBOX = [str(judge)], True
+    room = make_room("team")
+    writer, reader = make_seat("writer", room), make_seat("reader", room)
+    send(writer, room, "who owns billing?", type="QUESTION")
+    services.seats.set_quiet(seat=reader, duration="1h")
+
+    assert services.triage.claim(seat=reader) == []  # unasked: a quiet seat is left alone
+    [work] = services.triage.claim(seat=reader, asked=True)
+    services.triage.record(answers={work["row"]: "no"})
+
+    assert services.telling.collect_wakes(seat=reader)["entries"] == []
+    row = WakeDecision.objects.get(seat=reader)
+    assert (row.judge, row.judgement, row.woken, row.told_by) == ("letterbox", "no", False, "")

@@ -12,6 +12,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,7 @@ from tests.claude_kit import (
     WEB_SESSION,
     api,
     hook,
+    hook_input,
     hook_json,
     ok,
     project,
@@ -34,7 +36,7 @@ from tests.claude_kit import (
     web,
 )
 from tests.mcp_helpers import RawSession
-from tests.support import Daemon
+from tests.support import Daemon, stretched
 
 # A judge that obeys instructions: an "ANSWER: yes" or "ANSWER: no" anywhere in what it
 # reads decides its answer, except inside the entry's fence (the lines BEGIN ENTRY <fence>
@@ -404,3 +406,99 @@ def test_the_mcp_wait_tool_judges_first_and_a_no_keeps_a_broadcast_back(env, tmp
     assert judgements(env, seat) == [
         ("anyone know the billing cron schedule?", "letterbox", "no", False, "")
     ]
+
+
+# ---------------------------------------------------------------- an entry that arrives mid-look
+
+
+def held_judge(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """A judge that, for the entry saying "first", says it is judging (a file) and answers
+    only once the test lets it go (another file); any other entry it answers at once. All
+    say yes. (the command, its calls, the judging mark, the go file)"""
+    calls, judging, go = tmp_path / "calls.jsonl", tmp_path / "judging", tmp_path / "go"
+    script = tmp_path / "judge-held"
+    script.write_text(
+        f'#!/bin/sh\ndocument=$(cat)\nprintf \'%s\\n\' "$document" >> "{calls}"\n'
+        'case "$document" in *"the first question"*)\n'
+        f'  touch "{judging}"; n=0\n'
+        f'  while [ ! -e "{go}" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done;;\n'
+        "esac\necho yes\n"
+    )
+    script.chmod(0o755)
+    return script, calls, judging, go
+
+
+def told_rows(env, seat=WEB_SEAT) -> list[tuple]:
+    """(content, judge, judgement, told by) of each told row of a seat, oldest first."""
+    return query(
+        env,
+        "SELECT e.content, w.judge, w.judgement, w.told_by FROM bus_wakedecision w "
+        "JOIN bus_seat s ON s.id = w.seat_id JOIN bus_entry e ON e.id = w.entry_id "
+        "WHERE s.name = ? AND w.told_at IS NOT NULL ORDER BY e.seq",
+        seat,
+    )
+
+
+def teller(env, webdir, path: str) -> subprocess.Popen:
+    """`salon wait --once` (the Monitor) or `salon hook stop`, started, not awaited."""
+    if path == "monitor":
+        argv, stdin = ["wait", "--once"], ""
+        environment = dict(env, AGENT_SALON_NAME="web-app", CLAUDE_CODE_SESSION_ID=WEB_SESSION)
+    else:
+        argv, stdin = ["hook", "stop"], hook_input("stop", WEB_SESSION, webdir)
+        environment = dict(env, AGENT_SALON_HEADLESS="0")
+    given = webdir / f"{path}.stdin"
+    given.write_text(stdin)
+    with given.open() as source:
+        return subprocess.Popen(
+            [sys.executable, "-m", "salon.cli", *argv],
+            env=environment,
+            cwd=webdir,
+            stdin=source,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+@pytest.mark.parametrize("path", ["monitor", "stop"])
+def test_an_entry_stored_while_the_judge_runs_is_judged_before_that_look_tells_it(
+    env, tmp_path, webdir, path
+):
+    command, calls, judging, go = held_judge(tmp_path)
+    env, _ = judged_env(env, tmp_path, "yes", AGENT_SALON_TRIAGE_TIMEOUT="120")
+    env["AGENT_SALON_TRIAGE_CMD"] = str(command)
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "the first question, to the whole room")
+    process = teller(env, webdir, path)
+    try:
+        deadline = time.monotonic() + stretched(30)
+        while not judging.exists():
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline, "the judge was never asked about the first"
+            time.sleep(0.05)
+        # The look has claimed what it saw; this one arrives while its judge runs.
+        send(env, api, "team", "QUESTION", "the second question, sent mid-look")
+        go.touch()
+        out, err = process.communicate(timeout=stretched(60))
+    finally:
+        go.touch()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0 and "Traceback" not in err, err
+    told = told_rows(env)
+    # Whatever this look told went through the letterbox first, and was told once.
+    assert all(judge == "letterbox" and judgement == "yes" for _, judge, judgement, _ in told), told
+    assert ("the first question, to the whole room", "letterbox", "yes", path) in told
+    assert "the first question" in out
+    judged = sorted(unfenced(c) for c in calls_of(calls))
+    assert len(judged) == len(set(judged)), judged  # one judgement per entry for the seat
+    # And the second, judged, is told: by this look or by the next one.
+    if ("the second question, sent mid-look", "letterbox", "yes", path) not in told:
+        assert stop(env, webdir) is not None
+    assert [row[0] for row in told_rows(env)] == [
+        "the first question, to the whole room",
+        "the second question, sent mid-look",
+    ]
+    assert all(row[1:3] == ("letterbox", "yes") for row in told_rows(env))

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from bus import ledger, rules, wire
 from bus.models import Entry, Seat, WakeDecision
-from bus.services import recording, rooms
+from bus.services import recording, rooms, triage
 from patches.django import CompiledLookup
 
 # ---------------------------------------------------------------- telling
@@ -49,15 +49,20 @@ def tell(
 ) -> list[dict]:
     """Tell this seat its untold entries, oldest first, each once, by `by` (one of
     WakeDecision.TELLERS): the entries, as the seat reads them, each with `pushedAt` when
-    it was pushed before (the telling says so)."""
+    it was pushed before (the telling says so). A row the letterbox is still to judge
+    (bus.services.triage.awaits_letterbox) is not told: the caller judges first, and an
+    entry stored since waits for its next look."""
     assert by in WakeDecision.TELLERS, by
     at = timezone.now()
+    rows = untold_rows(seat, room_names, limit)
+    entries = Entry.objects.select_related("room").in_bulk([row.entry_id for row in rows])
     rows = [
         row
-        for row in untold_rows(seat, room_names, limit)
-        if WakeDecision.objects.filter(pk=row.pk).tell(at, by)
+        for row in rows
+        # One stored after this look's judge claimed its rows waits for the next look.
+        if not triage.awaits_letterbox(row.judge, entries[row.entry_id], seat.name)
+        and WakeDecision.objects.filter(pk=row.pk).tell(at, by)
     ]
-    entries = Entry.objects.select_related("room").in_bulk([row.entry_id for row in rows])
     told = []
     for row in rows:
         data = wire.entry(entries[row.entry_id], reader=seat, woken=True)
@@ -163,8 +168,8 @@ def claim_pushes_of_seats(
 # The rows to push (bus.ledger.pending), per seat the oldest `limit` (rank), with the
 # seat's total (waiting).
 _PENDING_OLDEST = """
-    SELECT id, seat_id, entry_id, rank, waiting FROM (
-        SELECT w.id, w.seat_id, w.entry_id,
+    SELECT id, seat_id, entry_id, rank, waiting, judge FROM (
+        SELECT w.id, w.seat_id, w.entry_id, w.judge,
                ROW_NUMBER() OVER (
                    PARTITION BY w.seat_id ORDER BY w.decided_at, w.seq, w.id
                ) AS rank,
@@ -187,8 +192,8 @@ def _anything_pending(seat_ids: list[int]) -> bool:
         return cursor.fetchone() is not None
 
 
-def _oldest_pending(limits: dict[int, int]) -> list[tuple[int, int, UUID, int, int]]:
-    """[(row id, seat id, entry id, rank, waiting)] for the seats, by seat then age."""
+def _oldest_pending(limits: dict[int, int]) -> list[tuple[int, int, UUID, int, int, str]]:
+    """[(row id, seat id, entry id, rank, waiting, judge)] for the seats, by seat then age."""
     seat_ids = sorted(limits)
     with connection.cursor() as cursor:
         cursor.execute(_pending_sql(_PENDING_OLDEST, seat_ids), [*seat_ids, max(limits.values())])
@@ -210,8 +215,12 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
         # once, however many seats it goes to.
         entries = {entry.pk: entry for entry in _ENTRIES.fetch(row[2] for row in rows)}
         row_updates, counter_updates = [], {}
-        for row_id, seat_id, entry_id, _, waiting in rows:
+        for row_id, seat_id, entry_id, _, waiting, judged_by in rows:
             if seat_id not in counters:
+                continue
+            # Stored after this ring's judge claimed its rows: pushed once judged (its
+            # own ring judges it first).
+            if triage.awaits_letterbox(judged_by, entries[_uuid(entry_id)], locked[seat_id][1]):
                 continue
             counters[seat_id] += 1
             row_updates.append((counters[seat_id], at, row_id))

@@ -16,6 +16,9 @@ transaction and no server's database thread ever waits for a judge:
    judged, or, for the net, the INSERT of a row the (entry, seat) constraint admits once
    — and returns the documents to judge. While pending the row does not wake (`woken`
    False), so no path tells it before its verdict.
+   A row the letterbox is still to judge (awaits_letterbox) is not told either: an entry
+   stored after a look claimed its rows, before that look tells, waits for the next
+   look's judgement (bus.services.telling holds it back; the push claim too).
 2. bus.judge.ask_all runs AGENT_SALON_TRIAGE_CMD once per document.
 3. record() writes each verdict; `woken` follows it (bus.rules.triage_verdict).
 
@@ -36,8 +39,7 @@ from django.utils import timezone
 from bus import judge as judges
 from bus import ledger, rules, signing, strict, wire
 from bus.models import Entry, Seat, WakeDecision
-from bus.services import rooms
-from bus.services.telling import untold_rows
+from bus.services import rooms, telling
 
 SCHEMA = "salon.triage/1"
 # The entry's content is another agent's text: "ANSWER: yes" in it must not answer for the
@@ -68,6 +70,19 @@ def halves() -> tuple[bool, bool]:
     """(letterbox on, safety net on): each needs the command and its own switch."""
     configured = bool(settings.TRIAGE_CMD)
     return configured and settings.TRIAGE_LETTERBOX, configured and settings.TRIAGE_NET
+
+
+def awaits_letterbox(judged_by: str, entry: Entry, seat_name: str) -> bool:
+    """Whether a woken row (its `judge`, its entry, its seat's name) waits for the
+    letterbox's judgement before anything may tell it: the letterbox is on, nobody has
+    judged the row, the entry does not name exactly this seat, and its signature holds (a
+    tampered entry is not put in front of a model: it is told, flagged)."""
+    return (
+        halves()[0]
+        and not judged_by
+        and rules.letterbox_judges(rules.names_in(entry.to), seat_name)
+        and signing.verify_entry(entry)
+    )
 
 
 def fenced(text: str, fence: str) -> str:
@@ -122,18 +137,22 @@ def _focus_of(name: str) -> dict | None:
 # ---------------------------------------------------------------- 1. claim
 
 
-def claim(*, seat: Seat, room_names: Sequence[str] | None = None) -> list[dict]:
-    """Claim this seat's rows to judge: [{"row": ledger row id, "document": …}]."""
+def claim(
+    *, seat: Seat, room_names: Sequence[str] | None = None, asked: bool = False
+) -> list[dict]:
+    """Claim this seat's rows to judge: [{"row": ledger row id, "document": …}]. `asked`:
+    the model asked (the wait tool), so a quiet seat is told, and judged first, too."""
     letterbox_on, net_on = halves()
     if not (letterbox_on or net_on):
         return []
     seat = Seat.objects.select_related("agent").get(pk=seat.pk)  # focus and quiet, now
     now = timezone.now()
     _fail_stale(seat, now)
-    if seat.is_quiet(now):
+    quiet = seat.is_quiet(now)
+    if quiet and not asked:
         return []  # nothing is told to a quiet seat unasked: nothing to judge either
     work = _claim_letterbox(seat, room_names, now) if letterbox_on else []
-    if net_on and seat.focus_text:
+    if net_on and seat.focus_text and not quiet:
         work += _claim_net(seat, room_names, now)
     return work
 
@@ -146,15 +165,13 @@ def _fail_stale(seat: Seat, now) -> None:
 
 
 def _claim_letterbox(seat: Seat, room_names, now) -> list[dict]:
-    rows = [row for row in untold_rows(seat, room_names, LOOK_LIMIT) if not row.judge]
+    rows = [row for row in telling.untold_rows(seat, room_names, LOOK_LIMIT) if not row.judge]
     entries = Entry.objects.select_related("room").in_bulk([row.entry_id for row in rows])
     work = []
     for row in rows:
         entry = entries[row.entry_id]
-        if not rules.letterbox_judges(rules.names_in(entry.to), seat.name):
+        if not awaits_letterbox(row.judge, entry, seat.name):
             continue
-        if not signing.verify_entry(entry):
-            continue  # a tampered row is not put in front of a model: it stays told
         claimed = (
             WakeDecision.objects.untold()
             .filter(pk=row.pk, judge="")

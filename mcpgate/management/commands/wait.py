@@ -41,6 +41,9 @@ from mcpgate.claude.processes import OwnerWatch
 
 LINE_CHARS = 240
 MAX_LINES = 10
+# Looks in one announce: an entry stored while the judge ran is judged by the next one,
+# then told (services.triage); past these, the next ring or safety check takes the rest.
+JUDGED_LOOKS = 4
 SQLITE_POLL = 0.2
 SAFETY_SECONDS = 5.0
 LIVE_SECONDS = 45
@@ -126,12 +129,22 @@ class Command(BusCommand):
     def announce(self) -> int:
         """Print the waiting entries not yet told about; returns how many were printed.
         The letterbox and the safety net judge first (services.triage), here in this
-        process: what they hold back is not printed, what the net lets through is."""
-        services.triage.judge(seat=self.seat, room_names=self.rooms)
-        batch = services.telling.announce_wakes(seat=self.seat, rooms=self.rooms, limit=MAX_LINES)
+        process: what they hold back is not printed, what the net lets through is. An
+        entry stored while the judge ran is not told unjudged: it is judged, then told, by
+        the next look."""
+        batch: list[dict] = []
+        for look in range(JUDGED_LOOKS):
+            judged = services.triage.judge(seat=self.seat, room_names=self.rooms)
+            if look and not judged:
+                break  # nothing was stored while the judge ran: all is told
+            batch += services.telling.announce_wakes(
+                seat=self.seat, rooms=self.rooms, limit=MAX_LINES - len(batch)
+            )
+            if len(batch) >= MAX_LINES:
+                break
         for entry in batch:
             self.emit(format_line(entry))
-        if len(batch) == MAX_LINES:
+        if len(batch) >= MAX_LINES:
             rest = services.telling.announce_wakes(seat=self.seat, rooms=self.rooms, limit=100_000)
             if rest:
                 counts: dict[str, int] = {}
