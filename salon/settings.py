@@ -21,12 +21,10 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from bus.sqliteopen import SQLITE_BEGIN, SQLITE_PRAGMAS, SQLITE_TIMEOUT
 from salon.config import ConfigError, Settings, merged_environment, read, settings_key, warn_unknown
 from salon.store import (
     DB_NAME,
-    SQLITE_BEGIN,
-    SQLITE_PRAGMAS,
-    SQLITE_TIMEOUT,
     default_data_dir,
     fingerprint,
     is_default,
@@ -36,7 +34,7 @@ from salon.store import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# The write lock taken at BEGIN and waited for, WAL, fsync at commit (salon.store).
+# The write lock taken at BEGIN and waited for, WAL, fsync at commit (bus.sqliteopen).
 SQLITE_OPTIONS = {
     "transaction_mode": SQLITE_BEGIN,
     "timeout": SQLITE_TIMEOUT,

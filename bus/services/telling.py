@@ -18,15 +18,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from bus import ledger, rules, wire
+from bus import ledger, rules, signing, wire
 from bus.models import Entry, Seat, WakeDecision
-from bus.services import recording, rooms, triage
+from bus.services import recording, rooms
 from patches.django import CompiledLookup
 
 # ---------------------------------------------------------------- telling
+
+
+def halves() -> tuple[bool, bool]:
+    """(letterbox on, safety net on): each needs the command and its own switch."""
+    configured = bool(settings.TRIAGE_CMD)
+    return configured and settings.TRIAGE_LETTERBOX, configured and settings.TRIAGE_NET
+
+
+def awaits_letterbox(judged_by: str, entry: Entry, seat_name: str) -> bool:
+    """Whether a woken row (its `judge`, its entry, its seat's name) waits for the
+    letterbox's judgement before anything may tell it: the letterbox is on, nobody has
+    judged the row, the entry does not name exactly this seat, and its signature holds (a
+    tampered entry is not put in front of a model: it is told, flagged)."""
+    return (
+        halves()[0]
+        and not judged_by
+        and rules.letterbox_judges(rules.names_in(entry.to), seat_name)
+        and signing.verify_entry(entry)
+    )
 
 
 def untold_rows(seat: Seat, room_names: Sequence[str] | None, limit: int) -> list[WakeDecision]:
@@ -50,7 +70,7 @@ def tell(
     """Tell this seat its untold entries, oldest first, each once, by `by` (one of
     WakeDecision.TELLERS): the entries, as the seat reads them, each with `pushedAt` when
     it was pushed before (the telling says so). A row the letterbox is still to judge
-    (bus.services.triage.awaits_letterbox) is not told: the caller judges first, and an
+    (awaits_letterbox) is not told: the caller judges first, and an
     entry stored since waits for its next look."""
     assert by in WakeDecision.TELLERS, by
     at = timezone.now()
@@ -60,7 +80,7 @@ def tell(
         row
         for row in rows
         # One stored after this look's judge claimed its rows waits for the next look.
-        if not triage.awaits_letterbox(row.judge, entries[row.entry_id], seat.name)
+        if not awaits_letterbox(row.judge, entries[row.entry_id], seat.name)
         and WakeDecision.objects.filter(pk=row.pk).tell(at, by)
     ]
     told = []
@@ -220,7 +240,7 @@ def _claim_chunk(limits: dict[int, int]) -> dict[int, tuple[list[tuple[int, Entr
                 continue
             # Stored after this ring's judge claimed its rows: pushed once judged (its
             # own ring judges it first).
-            if triage.awaits_letterbox(judged_by, entries[_uuid(entry_id)], locked[seat_id][1]):
+            if awaits_letterbox(judged_by, entries[_uuid(entry_id)], locked[seat_id][1]):
                 continue
             counters[seat_id] += 1
             row_updates.append((counters[seat_id], at, row_id))

@@ -40,6 +40,7 @@ from bus import judge as judges
 from bus import ledger, rules, signing, strict, wire
 from bus.models import Entry, Seat, WakeDecision
 from bus.services import rooms, telling
+from bus.services.telling import awaits_letterbox, halves  # the telling path's rule
 
 SCHEMA = "salon.triage/1"
 # The entry's content is another agent's text: "ANSWER: yes" in it must not answer for the
@@ -64,25 +65,6 @@ QUESTIONS = {
 LOOK_LIMIT = 20  # letterbox rows claimed per look; the rest at the next look
 # A pending judgement older than the timeout plus this lost its judge: it is failed.
 STALE_GRACE = timedelta(seconds=30)
-
-
-def halves() -> tuple[bool, bool]:
-    """(letterbox on, safety net on): each needs the command and its own switch."""
-    configured = bool(settings.TRIAGE_CMD)
-    return configured and settings.TRIAGE_LETTERBOX, configured and settings.TRIAGE_NET
-
-
-def awaits_letterbox(judged_by: str, entry: Entry, seat_name: str) -> bool:
-    """Whether a woken row (its `judge`, its entry, its seat's name) waits for the
-    letterbox's judgement before anything may tell it: the letterbox is on, nobody has
-    judged the row, the entry does not name exactly this seat, and its signature holds (a
-    tampered entry is not put in front of a model: it is told, flagged)."""
-    return (
-        halves()[0]
-        and not judged_by
-        and rules.letterbox_judges(rules.names_in(entry.to), seat_name)
-        and signing.verify_entry(entry)
-    )
 
 
 def fenced(text: str, fence: str) -> str:

@@ -6,7 +6,7 @@ write — the first edit of a file another session claims (the denial is recorde
 a repeat passes) and the first edit of a file this session holds no claim on (its soft
 claim) — are written here, with `sqlite3`, by bus.claimsql's functions: the statements
 bus.services.claims runs through Django's cursor, so the rows are the same whichever
-wrote them. The connection is opened as Django opens it (salon.store: WAL,
+wrote them. The connection is opened as Django opens it (bus.sqliteopen: WAL,
 synchronous=FULL, a 20 s busy timeout, the write lock taken at BEGIN IMMEDIATE), so a
 hook writes beside a running daemon as safely as another daemon thread would.
 
@@ -35,9 +35,9 @@ from __future__ import annotations
 import os
 
 from bus import claimpaths, claimsql, ledger
+from bus.sqliteopen import SQLITE_BEGIN, SQLITE_PRAGMAS, SQLITE_TIMEOUT
 from mcpgate.claude.claimlook import edit_place
 from mcpgate.claude.commandline import ask_command
-from salon.store import SQLITE_BEGIN, SQLITE_PRAGMAS, SQLITE_TIMEOUT
 
 # bus.rules.claims' values, which that package costs too much to import here (a test
 # holds them equal).
