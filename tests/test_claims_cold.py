@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from bus import claimpaths, claimsql, ledger, rules
 from mcpgate.claude import claimwrite
+from tests import test_claims
 from tests.claude_kit import (
     WEB_SEAT,
     WEB_SEAT_2,
@@ -33,32 +34,14 @@ from tests.claude_kit import (
 from tests.support import Daemon, salon_cmd, stretched
 from tests.test_claims import both_in_team, edit, edited, facts_to, first, reason
 
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
 ON_POSTGRES = bool(os.environ.get("DATABASE_URL"))
+# The same store and repository as the claims suite.
+env, repo = test_claims.env, test_claims.repo
 sqlite_only = pytest.mark.skipif(
     ON_POSTGRES, reason="PostgreSQL: the edit hooks write through a server or Django only"
 )
 PRAGMAS = ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
 STORED_TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{6})?")
-
-
-@pytest.fixture
-def env(env, tmp_path):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    return dict(env, TMPDIR=str(tmp), AGENT_SALON_ROOM="team")
-
-
-@pytest.fixture
-def repo(tmp_path) -> Path:
-    top = tmp_path / "web-app"
-    (top / "src" / "api").mkdir(parents=True)
-    (top / "src" / "cart.py").write_text("TOTAL = 1\n")
-    (top / "src" / "api" / "orders.py").write_text("ORDERS = []\n")
-    subprocess.run(["git", "init", "-q", str(top)], check=True)
-    subprocess.run([*GIT, "-C", str(top), "add", "-A"], check=True)
-    subprocess.run([*GIT, "-C", str(top), "commit", "-qm", "start"], check=True)
-    return top
 
 
 @pytest.fixture
