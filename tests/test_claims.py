@@ -101,6 +101,22 @@ def reason(output) -> str:
     return specific["permissionDecisionReason"]
 
 
+def says_who_holds_cart(said: str) -> None:
+    """The reason a held-back edit of src/cart.py gives: the holder, its focus, the note,
+    the claim's age, and the two ways on (ask the holder, or repeat the edit)."""
+    for part in (
+        "src/cart.py",
+        WEB_SEAT,
+        '"splitting the cart totals"',
+        '"halfway through totals"',
+        "claimed just now",
+        f"--to '{WEB_SEAT}'",
+        " send team QUESTION ",
+        "repeat this same edit",
+    ):
+        assert part in said, (part, said)
+
+
 def claims_of(env, seat):
     return query(
         env,
@@ -182,17 +198,7 @@ def test_an_edit_of_a_claimed_file_is_denied_once_naming_holder_focus_note_and_a
     both_in_team(env, repo)
     ok(first(env, "focus", "splitting the cart totals", cwd=repo))
     ok(first(env, "claim", "src/cart.py", "--note", "halfway through totals", cwd=repo))
-    said = reason(edit(env, WEB_SESSION_2, repo, repo / "src" / "cart.py"))
-    for part in (
-        "src/cart.py",
-        WEB_SEAT,
-        '"splitting the cart totals"',
-        '"halfway through totals"',
-        "claimed just now",
-        f"--to '{WEB_SEAT}'",
-        "repeat this same edit",
-    ):
-        assert part in said, (part, said)
+    says_who_holds_cart(reason(edit(env, WEB_SESSION_2, repo, repo / "src" / "cart.py")))
     # The repeat goes ahead, and the holder is told by a FACT addressed to it.
     assert edit(env, WEB_SESSION_2, repo, repo / "src" / "cart.py") is None
     (fact,) = facts_to(env, WEB_SEAT)
