@@ -361,8 +361,9 @@ class WakeDecision(models.Model):
     told_at = models.DateTimeField(null=True, blank=True)
     told_by = models.CharField(max_length=8, blank=True, default="")
     # The one judgement of this entry for this seat (bus.services.triage).
-    # `judge` is the half that judged (rules.LETTERBOX, a row the rule woke; rules.NET, a
-    # row written for an entry the rule declined), `judgement` its answer
+    # `judge` is the half whose verdict stands (rules.LETTERBOX, a row the rule woke;
+    # rules.NET, a row written for an entry the rule declined, or a woken row whose
+    # letterbox "no" the net looked at again: rules.second_look), `judgement` its answer
     # (rules.JUDGEMENTS). `woken` follows the verdict: a letterbox "no" clears it, a net
     # "yes" sets it, and while a judge runs it is False, so nothing tells the entry
     # before the verdict (a judge that never answers is failed after its timeout).

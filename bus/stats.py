@@ -96,9 +96,13 @@ TOLD_BY = {
 LOCAL = ~Q(seat_name__contains="@")
 NO_SESSION = Q(woken=True, listener=WakeDecision.LISTENER_NONE) & ~TOLD & LOCAL
 # The letterbox and the safety net (bus.services.triage): what each changed,
-# and the letterbox judgements that failed (so woke, as the rule had said).
+# and the letterbox judgements that failed (so woke, as the rule had said). A net row of
+# an entry the rule woke (its reason is the rule's, not rules.NET) is the net's second
+# look at a letterbox "no": held back unless the net said yes, which counts as the net's.
+SECOND_LOOK = Q(judge=rules.NET) & ~Q(reason=rules.NET)
 TRIAGE = {
-    "letterbox": Q(judge=rules.LETTERBOX, judgement="no"),
+    "letterbox": Q(judge=rules.LETTERBOX, judgement="no")
+    | (SECOND_LOOK & Q(judgement__in=["no", "failed"])),
     "net": Q(judge=rules.NET, judgement="yes"),
     "letterboxFailed": Q(judge=rules.LETTERBOX, judgement="failed"),
 }

@@ -29,14 +29,13 @@ async def judge_first(seat_ids: list[int], *, asked: bool = False) -> None:
     if not any(services.triage.halves()):
         return
     work = await database_sync_to_async(claim_judgements)(seat_ids, asked)
-    if not work:
-        return
-    answers = await asyncio.to_thread(
-        judge.ask_all,
-        settings.TRIAGE_CMD,
-        [item["document"] for item in work],
-        settings.TRIAGE_TIMEOUT,
-    )
-    await database_sync_to_async(services.triage.record)(
-        answers={item["row"]: answer for item, answer in zip(work, answers, strict=True)}
-    )
+    while work:  # at most twice: the net's second look at a letterbox "no" is final
+        answers = await asyncio.to_thread(
+            judge.ask_all,
+            settings.TRIAGE_CMD,
+            [item["document"] for item in work],
+            settings.TRIAGE_TIMEOUT,
+        )
+        work = await database_sync_to_async(services.triage.record)(
+            answers={item["row"]: answer for item, answer in zip(work, answers, strict=True)}
+        )

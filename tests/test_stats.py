@@ -477,19 +477,27 @@ def test_the_letterbox_and_the_net_are_counted_and_add_no_decisions(team, settin
     services.seats.declare_focus(seat=reader, text="the billing cron")
     post(writer, team, "who owns the login form?", type="QUESTION")
     post(writer, team, "who owns the schema?", type="QUESTION")
-    [first, second] = services.triage.claim(seat=reader)
-    services.triage.record(answers={first["row"]: "no", second["row"]: "failed"})
+    post(writer, team, "who owns the billing cron?", type="QUESTION")
+    first, second, third = services.triage.claim(seat=reader)
+    again = services.triage.record(
+        answers={first["row"]: "no", second["row"]: "failed", third["row"]: "no"}
+    )
+    # The seat has a focus: each letterbox "no" goes to the net for a second look.
+    assert [item["row"] for item in again] == [first["row"], third["row"]]
+    assert services.triage.record(answers={first["row"]: "no", third["row"]: "yes"}) == []
     post(writer, team, "the billing cron moved to 02:00", type="FACT")
     [net] = services.triage.claim(seat=reader)
     services.triage.record(answers={net["row"]: "yes"})
 
     numbers = room_of(stats.report(), "team")
 
-    assert numbers["triage"] == {"letterbox": 1, "net": 1, "letterboxFailed": 1}
-    assert numbers["decisions"]["total"] == 3  # one per entry: judging decides nothing
-    assert numbers["wakeUps"]["decided"] == 2  # the failed letterbox and the net's yes
+    # Held back: the "no" the net let stand; the net's: its second-look yes and the FACT.
+    assert numbers["triage"] == {"letterbox": 1, "net": 2, "letterboxFailed": 1}
+    assert numbers["decisions"]["total"] == 4  # one per entry: judging decides nothing
+    # the failed letterbox, the second look's yes and the net's yes on the FACT
+    assert numbers["wakeUps"]["decided"] == 3
     text = stats_text()
-    assert "1 held back by the letterbox · 1 told by the safety net · 1 letterbox failed" in text
+    assert "1 held back by the letterbox · 2 told by the safety net · 1 letterbox failed" in text
 
 
 def test_the_stats_page_shows_the_letterbox_and_the_net(team, settings, admin_client):

@@ -60,13 +60,18 @@ STUBS = {
     "hangs": "sleep 30; echo no",
     "garbage": "echo 'it depends on the focus, really'",
     "exit 1": "echo no; exit 1",
+    # The letterbox wrongly holds the entry back; the net, asked again, says it is owed.
+    "letterbox no, net yes": (
+        'case "$document" in *\'"half": "letterbox"\'*) echo no;; *) echo yes;; esac'
+    ),
 }
 
 
 def stub(tmp_path: Path, behaviour: str) -> tuple[Path, Path]:
     """A judge command that records each document it reads; (the command, its calls)."""
-    calls = tmp_path / f"calls-{behaviour.replace(' ', '-')}.jsonl"
-    script = tmp_path / f"judge-{behaviour.replace(' ', '-')}"
+    slug = "".join(c if c.isalnum() else "-" for c in behaviour)
+    calls = tmp_path / f"calls-{slug}.jsonl"
+    script = tmp_path / f"judge-{slug}"
     # One write per call: judges run side by side, and `cat` alone may write in pieces
     # that interleave with another judge's.
     script.write_text(
@@ -151,16 +156,15 @@ def test_a_judge_that_says_no_keeps_a_broadcast_question_from_the_stop_hook_and_
     send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
     assert stop(env, webdir) is None
     assert wait_once(env) == ""
-    assert judgements(env) == [
-        ("anyone know the billing cron schedule?", "letterbox", "no", False, "")
-    ]
+    # The seat has a focus: the net looked again at the letterbox's "no", and it stands.
+    assert judgements(env) == [("anyone know the billing cron schedule?", "net", "no", False, "")]
     # the entry is still there to read: a judgement never moves a cursor
     peek = json.loads(ok(web(env, "peek", "team", "--json")).stdout)
     assert [e["content"] for e in peek["entries"]] == ["anyone know the billing cron schedule?"]
 
 
 def test_the_judge_reads_the_seat_its_focus_the_entry_and_the_rules_verdict(env, tmp_path, webdir):
-    env, calls = judged_env(env, tmp_path, "no")
+    env, calls = judged_env(env, tmp_path, "yes")  # a yes: the letterbox's is the only call
     the_team(env, webdir, focus="the login form")
     sent = send(env, api, "team", "QUESTION", "who owns billing?")
     stop(env, webdir)
@@ -191,7 +195,50 @@ def test_an_entry_to_the_agent_is_judged_as_it_may_mean_another_session(env, tmp
     the_team(env, webdir)
     send(env, api, "team", "REQUEST", "please review the schema", "--to", "web-app")
     assert stop(env, webdir) is None
-    assert len(calls_of(calls)) == 1
+    assert [c["half"] for c in calls_of(calls)] == ["letterbox", "net"]
+
+
+# ---------------------------------------------------------------- the net's second look
+
+
+def test_a_letterbox_no_the_net_calls_a_mistake_is_told(env, tmp_path, webdir):
+    """A wrong "no" from the letterbox would leave an owed entry untold for good: the net
+    looks again (it fails closed), and its yes tells the entry, once."""
+    env, calls = judged_env(env, tmp_path, "letterbox no, net yes")
+    the_team(env, webdir)
+    send(env, api, "team", "REQUEST", "please review the login form", "--to", "web-app")
+    assert "please review the login form" in stop(env, webdir)["reason"]
+    assert stop(env, webdir) is None and wait_once(env) == ""
+    assert judgements(env) == [("please review the login form", "net", "yes", True, "stop")]
+    letterbox, net = calls_of(calls)
+    assert (letterbox["half"], net["half"]) == ("letterbox", "net")
+    assert letterbox["entry"]["id"] == net["entry"]["id"]
+    assert net["rule"] == letterbox["rule"] == {"woken": True, "reason": "addressed"}
+    assert net["question"] != letterbox["question"]
+
+
+def test_the_monitor_tells_what_the_nets_second_look_lets_through(env, tmp_path, webdir):
+    env, calls = judged_env(env, tmp_path, "letterbox no, net yes")
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "who wired the login form's submit button?")
+    assert "who wired the login form's submit button?" in wait_once(env)
+    assert stop(env, webdir) is None
+    assert [c["half"] for c in calls_of(calls)] == ["letterbox", "net"]
+
+
+@pytest.mark.parametrize(
+    "why, extra", [("no focus", {}), ("the net is off", {"AGENT_SALON_SAFETY_NET": "off"})]
+)
+def test_without_the_net_a_letterbox_no_holds_the_entry_back(env, tmp_path, webdir, why, extra):
+    env, calls = judged_env(env, tmp_path, "letterbox no, net yes", **extra)
+    the_team(env, webdir, focus="" if why == "no focus" else "wiring the login form")
+    send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+    assert stop(env, webdir) is None
+    assert wait_once(env) == ""
+    assert judgements(env) == [
+        ("anyone know the billing cron schedule?", "letterbox", "no", False, "")
+    ]
+    assert [c["half"] for c in calls_of(calls)] == ["letterbox"]
 
 
 @pytest.mark.parametrize("behaviour", ["hangs", "garbage", "exit 1"])
@@ -295,7 +342,9 @@ def test_the_monitor_prints_what_the_net_lets_through(env, tmp_path, webdir):
 # ---------------------------------------------------------------- once, whatever looks
 
 
-def test_the_judge_is_asked_once_per_entry_per_seat_however_many_paths_look(env, tmp_path, webdir):
+def test_each_half_asks_the_judge_once_per_entry_per_seat_however_many_paths_look(
+    env, tmp_path, webdir
+):
     env, calls = judged_env(env, tmp_path, "no")
     the_team(env, webdir)
     send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
@@ -306,6 +355,7 @@ def test_the_judge_is_asked_once_per_entry_per_seat_however_many_paths_look(env,
     seen = sorted((c["half"], unfenced(c)) for c in calls_of(calls))
     assert seen == [
         ("letterbox", "anyone know the billing cron schedule?"),
+        ("net", "anyone know the billing cron schedule?"),  # its second look
         ("net", "the staging database restarts at noon"),
     ]
 
@@ -405,6 +455,35 @@ def test_the_mcp_wait_tool_judges_first_and_a_no_keeps_a_broadcast_back(env, tmp
     assert [document["seat"]["name"] for document in calls_of(calls)] == [seat]
     assert judgements(env, seat) == [
         ("anyone know the billing cron schedule?", "letterbox", "no", False, "")
+    ]
+
+
+def test_the_mcp_wait_tool_returns_what_the_nets_second_look_lets_through(env, tmp_path):
+    """The daemon's own judging (before a push claim or a wait) takes the second look too."""
+    env, calls = judged_env(env, tmp_path, "letterbox no, net yes")
+    ok(salon(env, "rooms", "--create", "team"))
+    ok(api(env, "join", "team"))
+    daemon = Daemon(env=env, cwd=tmp_path).start()
+    try:
+
+        async def ask() -> tuple[str, dict]:
+            async with httpx.AsyncClient(timeout=30) as client:
+                session = await RawSession(client, daemon.url, "label=web-app&room=team").open()
+                await session.result("focus", {"text": "the billing cron"})
+                send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
+                waited = await session.result("wait", {"timeout": 5})
+                return f"web-app#{session.session_id[:8]}", waited
+
+        seat, waited = asyncio.run(ask())
+    finally:
+        daemon.stop()
+    assert [e["content"] for e in waited["entries"]] == ["anyone know the billing cron schedule?"]
+    assert [(c["half"], c["seat"]["name"]) for c in calls_of(calls)] == [
+        ("letterbox", seat),
+        ("net", seat),
+    ]
+    assert judgements(env, seat) == [
+        ("anyone know the billing cron schedule?", "net", "yes", True, "wait")
     ]
 
 

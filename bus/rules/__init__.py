@@ -127,6 +127,7 @@ from bus.rules.waking import (
     net_judges,
     owed_on_arrival,
     quiet_active,
+    second_look,
     triage_verdict,
     wakes,
 )
@@ -225,6 +226,7 @@ __all__ = [
     "relevance",
     "resolve_aliases",
     "seat_name",
+    "second_look",
     "send_notices",
     "shown_ask",
     "shown_session",

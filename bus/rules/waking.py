@@ -111,6 +111,15 @@ def net_judges(seat_has_focus: bool, seat_quiet: bool, woken: bool) -> bool:
     return seat_has_focus and not seat_quiet and not woken
 
 
+def second_look(answer: str, net_on: bool, seat_has_focus: bool) -> bool:
+    """A letterbox "no" for a seat with a focus goes to the safety net for a second look
+    before it holds the entry back: a letterbox that wrongly says no would otherwise leave
+    an entry owed to the seat untold for good, while a wrong "yes" costs one turn. The net
+    fails closed, so only its clear yes tells the entry; the letterbox judges nothing
+    twice."""
+    return answer == "no" and net_on and seat_has_focus
+
+
 def triage_verdict(half: str, answer: str) -> bool:
     """Whether the judged entry is told: the letterbox fails towards waking (anything but
     a clear no tells), the safety net fails closed (only a clear yes tells)."""

@@ -2,13 +2,15 @@
 path (`salon wait`, the Stop hook, the push), never on `send`.
 
 * The letterbox judges the untold entries the rule woke a seat for (except one whose
-  `to` names exactly that seat: bus.rules.letterbox_judges). A "no" holds the entry
-  back; anything else tells it (it fails towards waking).
+  `to` names exactly that seat: bus.rules.letterbox_judges). Anything but a "no" tells
+  the entry (it fails towards waking). A "no" for a seat with a focus, with the net on,
+  goes to the safety net for a second look (bus.rules.second_look): the row becomes the
+  net's, and only the net's clear yes tells it. Without the net a "no" holds it back.
 * The safety net judges the newest unread entry the rule declined for a seat with a
   focus (bus.ledger.NEWEST_UNREAD: an entry with no ledger row for the seat). Only a
   "yes" tells it (it fails closed).
 
-One judgement per entry per seat, on the entry's ledger row (WakeDecision.judge,
+One ledger row per entry per seat holds its judgement (WakeDecision.judge,
 judgement, judged_at); a judgement never moves a cursor. Three steps, so that no
 transaction and no server's database thread ever waits for a judge:
 
@@ -20,7 +22,9 @@ transaction and no server's database thread ever waits for a judge:
    stored after a look claimed its rows, before that look tells, waits for the next
    look's judgement (bus.services.telling holds it back; the push claim too).
 2. bus.judge.ask_all runs AGENT_SALON_TRIAGE_CMD once per document.
-3. record() writes each verdict; `woken` follows it (bus.rules.triage_verdict).
+3. record() writes each verdict; `woken` follows it (bus.rules.triage_verdict). A
+   letterbox "no" due a second look stays pending and comes back as the net's work:
+   the caller asks and records once more.
 
 judge() does all three in the calling process. A judge whose verdict never comes (its
 process died) is failed by the next claim once its timeout is well past.
@@ -233,18 +237,37 @@ def _rule_reason(entry: Entry, seat: Seat, now) -> str:
 # ---------------------------------------------------------------- 3. record
 
 
-def record(*, answers: dict) -> None:
-    """Write the verdicts ({row id: "yes" | "no" | "failed"}) of rows still pending."""
+def record(*, answers: dict) -> list[dict]:
+    """Write the verdicts ({row id: "yes" | "no" | "failed"}) of rows still pending, and
+    return the further work: a letterbox "no" the safety net is to look at again
+    (rules.second_look), with its document. That row stays pending, now the net's, so
+    nothing tells it before the net's verdict; the net's own verdicts end there."""
     now = timezone.now()
+    further = []
     for row_id, answer in answers.items():
         if answer not in (judges.YES, judges.NO, judges.FAILED):
             answer = judges.FAILED
-        half = WakeDecision.objects.filter(pk=row_id).values_list("judge", flat=True).first()
-        if half not in (rules.LETTERBOX, rules.NET):
+        row = (
+            WakeDecision.objects.select_related("seat__agent", "entry__room")
+            .filter(pk=row_id, judgement="pending")
+            .first()
+        )
+        if row is None or row.judge not in (rules.LETTERBOX, rules.NET):
+            continue
+        if row.judge == rules.LETTERBOX and rules.second_look(
+            answer, halves()[1], bool(row.seat.focus_text)
+        ):
+            handed = WakeDecision.objects.filter(
+                pk=row_id, judge=rules.LETTERBOX, judgement="pending"
+            ).update(judge=rules.NET, judged_at=now)
+            if handed:
+                doc = document(rules.NET, row.seat, row.entry, woken=True, reason=row.reason)
+                further.append({"row": row.pk, "document": doc})
             continue
         WakeDecision.objects.filter(pk=row_id, judgement="pending").update(
-            judgement=answer, woken=rules.triage_verdict(half, answer), judged_at=now
+            judgement=answer, woken=rules.triage_verdict(row.judge, answer), judged_at=now
         )
+    return further
 
 
 # ---------------------------------------------------------------- all three
@@ -252,12 +275,14 @@ def record(*, answers: dict) -> None:
 
 def judge(*, seat: Seat, room_names: Sequence[str] | None = None) -> int:
     """Claim, ask and record in this process (not in a server's database thread, and
-    outside any transaction); returns how many judgements were made."""
+    outside any transaction), the net's second looks included; returns how many
+    judgements were made."""
     work = claim(seat=seat, room_names=room_names)
-    if not work:
-        return 0
-    answers = judges.ask_all(
-        settings.TRIAGE_CMD, [item["document"] for item in work], settings.TRIAGE_TIMEOUT
-    )
-    record(answers={item["row"]: answer for item, answer in zip(work, answers, strict=True)})
-    return len(work)
+    made = 0
+    while work:  # at most twice: a second look is the net's, and the net's verdict is final
+        answers = judges.ask_all(
+            settings.TRIAGE_CMD, [item["document"] for item in work], settings.TRIAGE_TIMEOUT
+        )
+        made += len(work)
+        work = record(answers={item["row"]: a for item, a in zip(work, answers, strict=True)})
+    return made

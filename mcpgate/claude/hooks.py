@@ -86,7 +86,8 @@ def triage_claim(call: Call) -> dict:
 
 
 def triage_record(call: Call) -> dict:
-    """The `triage-record` operation: the judge's answers, {ledger row id: yes|no|failed}."""
+    """The `triage-record` operation: the judge's answers, {ledger row id: yes|no|failed};
+    answers with the net's second looks still to judge (services.triage.record)."""
     answers = call.args.get("answers")
     if not isinstance(answers, dict):
         raise rules.RuleError("answers must be a JSON object {ledger row id: yes|no|failed}")
@@ -99,8 +100,8 @@ def triage_record(call: Call) -> dict:
                 f"answers: row {key}: {str(value)[:40]!r} is not yes, no or failed"
             )
         parsed[int(key)] = value
-    services.triage.record(answers=parsed)
-    return {"recorded": len(parsed)}
+    further = services.triage.record(answers=parsed)
+    return {"recorded": len(parsed), "work": further}
 
 
 def run(ctx: HookContext):

@@ -54,7 +54,8 @@ def run_somewhere(ctx: HookContext, line: Line) -> tuple[dict | None, float | No
 def judge_somewhere(ctx: HookContext, line: Line) -> None:
     """The Stop hook's letterbox and safety net (bus.services.triage) before the hook
     tells anything: the rows are claimed and recorded by whoever answers the line, and
-    the judge runs here, in the hook's own process. A failure here is logged and the
+    the judge runs here, in the hook's own process (twice where the net takes a second
+    look at a letterbox "no"). A failure here is logged and the
     hook goes on (a row left pending is failed after its timeout)."""
     from bus import judge  # threads and a subprocess: only a Stop hook with a judge
 
@@ -63,15 +64,16 @@ def judge_somewhere(ctx: HookContext, line: Line) -> None:
         raise RuntimeError(answer["refusal"])
     found = answer["result"]
     work = found.get("work") or []
-    if not work:
-        return
-    answers = judge.ask_all(
-        list(found["command"]), [item["document"] for item in work], float(found["timeout"])
-    )
-    answered = {str(item["row"]): a for item, a in zip(work, answers, strict=True)}
-    recorded = line.answer({"op": "triage-record", "args": {"answers": answered}, "caller": {}})
-    if "refusal" in recorded:
-        raise RuntimeError(recorded["refusal"])
+    command, timeout = list(found["command"]), float(found["timeout"])
+    for _look in range(2):  # the letterbox's, then the net's second look at its "no"s
+        if not work:
+            return
+        answers = judge.ask_all(command, [item["document"] for item in work], timeout)
+        answered = {str(item["row"]): a for item, a in zip(work, answers, strict=True)}
+        recorded = line.answer({"op": "triage-record", "args": {"answers": answered}, "caller": {}})
+        if "refusal" in recorded:
+            raise RuntimeError(recorded["refusal"])
+        work = recorded["result"].get("work") or []
 
 
 def _print(stdout, output: dict | None) -> None:
