@@ -430,11 +430,14 @@ def test_a_judge_past_its_timeout_is_ended_with_what_it_started(tmp_path):
 # ---------------------------------------------------------------- the MCP wait tool
 
 
-@pytest.mark.slow
-def test_the_mcp_wait_tool_judges_first_and_a_no_keeps_a_broadcast_back(env, tmp_path):
-    """The wait tool is a telling path too: it judges before it looks at the ledger, in
-    the daemon, and what the letterbox holds back it does not return."""
-    env, calls = judged_env(env, tmp_path, "no")
+QUESTION = "anyone know the billing cron schedule?"
+
+
+def wait_in_daemon(env, tmp_path, answers: str, *, focus: str | None, timeout: float):
+    """A session of web-app on a real daemon (focused on `focus`, if given) calls the wait
+    tool after api-service asks the room QUESTION; the judge answers `answers`.
+    Returns (its env, the seat's name, what the wait tool returned, the judge's calls)."""
+    env, calls = judged_env(env, tmp_path, answers)
     ok(salon(env, "rooms", "--create", "team"))
     ok(api(env, "join", "team"))
     daemon = Daemon(env=env, cwd=tmp_path).start()
@@ -444,47 +447,36 @@ def test_the_mcp_wait_tool_judges_first_and_a_no_keeps_a_broadcast_back(env, tmp
             async with httpx.AsyncClient(timeout=30) as client:
                 session = await RawSession(client, daemon.url, "label=web-app&room=team").open()
                 await session.result("rooms")
-                send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
-                waited = await session.result("wait", {"timeout": 2})
+                if focus:
+                    await session.result("focus", {"text": focus})
+                send(env, api, "team", "QUESTION", QUESTION)
+                waited = await session.result("wait", {"timeout": timeout})
                 return f"web-app#{session.session_id[:8]}", waited
 
         seat, waited = asyncio.run(ask())
     finally:
         daemon.stop()
+    return env, seat, waited, calls_of(calls)
+
+
+@pytest.mark.slow
+def test_the_mcp_wait_tool_judges_first_and_a_no_keeps_a_broadcast_back(env, tmp_path):
+    """The wait tool is a telling path too: it judges before it looks at the ledger, in
+    the daemon, and what the letterbox holds back it does not return."""
+    env, seat, waited, calls = wait_in_daemon(env, tmp_path, "no", focus=None, timeout=2)
     assert waited["entries"] == []
-    assert [document["seat"]["name"] for document in calls_of(calls)] == [seat]
-    assert judgements(env, seat) == [
-        ("anyone know the billing cron schedule?", "letterbox", "no", False, "")
-    ]
+    assert [document["seat"]["name"] for document in calls] == [seat]
+    assert judgements(env, seat) == [(QUESTION, "letterbox", "no", False, "")]
 
 
 def test_the_mcp_wait_tool_returns_what_the_nets_second_look_lets_through(env, tmp_path):
     """The daemon's own judging (before a push claim or a wait) takes the second look too."""
-    env, calls = judged_env(env, tmp_path, "letterbox no, net yes")
-    ok(salon(env, "rooms", "--create", "team"))
-    ok(api(env, "join", "team"))
-    daemon = Daemon(env=env, cwd=tmp_path).start()
-    try:
-
-        async def ask() -> tuple[str, dict]:
-            async with httpx.AsyncClient(timeout=30) as client:
-                session = await RawSession(client, daemon.url, "label=web-app&room=team").open()
-                await session.result("focus", {"text": "the billing cron"})
-                send(env, api, "team", "QUESTION", "anyone know the billing cron schedule?")
-                waited = await session.result("wait", {"timeout": 5})
-                return f"web-app#{session.session_id[:8]}", waited
-
-        seat, waited = asyncio.run(ask())
-    finally:
-        daemon.stop()
-    assert [e["content"] for e in waited["entries"]] == ["anyone know the billing cron schedule?"]
-    assert [(c["half"], c["seat"]["name"]) for c in calls_of(calls)] == [
-        ("letterbox", seat),
-        ("net", seat),
-    ]
-    assert judgements(env, seat) == [
-        ("anyone know the billing cron schedule?", "net", "yes", True, "wait")
-    ]
+    env, seat, waited, calls = wait_in_daemon(
+        env, tmp_path, "letterbox no, net yes", focus="the billing cron", timeout=5
+    )
+    assert [e["content"] for e in waited["entries"]] == [QUESTION]
+    assert [(c["half"], c["seat"]["name"]) for c in calls] == [("letterbox", seat), ("net", seat)]
+    assert judgements(env, seat) == [(QUESTION, "net", "yes", True, "wait")]
 
 
 # ---------------------------------------------------------------- an entry that arrives mid-look
