@@ -326,6 +326,28 @@ def test_a_runtime_directory_open_to_others_is_neither_served_nor_used(
     assert "this hook may not load Django" in hook_log(env, webdir)
 
 
+def test_a_runtime_directory_too_deep_for_a_socket_is_named_with_what_to_do(env, webdir, tmp_path):
+    deep = Path(env["TMPDIR"]) / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    env = {**env, "TMPDIR": str(deep)}
+    process = stdio_server(env, project(tmp_path, "docs-site"), "deep0000-0000-4000-8000-0")
+    try:
+        deadline = time.monotonic() + 30
+        warning = ""
+        while time.monotonic() < deadline and "still work" not in warning:
+            warning += process.stderr.readline()
+        assert "longer than a socket's 107: set TMPDIR to a shorter directory" in warning
+        assert "not a private directory" not in warning
+        assert sockets(env) == []
+    finally:
+        process.stdin.close()
+        process.wait(15)
+    # The commands still work, on the store themselves.
+    the_team(env, webdir)
+    send(env, api, "team", "QUESTION", "anyone down there?")
+    assert hook_json(hook(env, "stop", WEB_SESSION, webdir))["decision"] == "block"
+
+
 def test_salon_serve_answers_hooks_too(env, webdir, tmp_path, no_django):
     daemon = Daemon(env=env, cwd=tmp_path).start()
     try:

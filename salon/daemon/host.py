@@ -195,23 +195,33 @@ class LineServer:
         self.answer = answer
         self.hear = hear
         self.path: str | None = None
+        self.problem = ""  # why start() found no socket to listen on, in the user's words
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> str | None:
-        """Listen; the socket's path, or None when the runtime directory is not private
-        (commands then work on the store themselves, only more slowly)."""
+        """Listen; the socket's path, or None (and `problem` says why) when the runtime
+        directory is not private or the socket cannot be made there (commands then work
+        on the store themselves, only more slowly)."""
         directory = line.runtime_dir()
         with contextlib.suppress(OSError):
             os.makedirs(directory, mode=0o700, exist_ok=True)
         if not line.private(directory):
+            self.problem = f"{directory} is not a private directory of this user (mode 700)"
             return None
         path = line.socket_path(self.store)
+        if len(os.fsencode(path)) > line.SOCKET_PATH_MAX:
+            self.problem = (
+                f"the socket path {path} is {len(os.fsencode(path))} bytes, longer than a "
+                f"socket's {line.SOCKET_PATH_MAX}: set TMPDIR to a shorter directory"
+            )
+            return None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # a file of an earlier process with our pid: stale
         previous = os.umask(0o177)
         try:
             self._server = await asyncio.start_unix_server(self._serve, path=path)
-        except OSError:
+        except OSError as error:
+            self.problem = f"cannot listen on {path}: {error.strerror or error}"
             return None
         finally:
             os.umask(previous)
@@ -317,9 +327,8 @@ class Daemon:
         self.listener.start()
         if self.serve_line and await self.line.start() is None:
             print(
-                f"agent-salon: warning: {line.runtime_dir()} is not a private directory of "
-                "this user (mode 700): commands and hooks will not use this process (they "
-                "still work, more slowly)",
+                f"agent-salon: warning: {self.line.problem}: commands and hooks will not "
+                "use this process (they still work, more slowly)",
                 file=sys.stderr,
             )
         if self.run_companions:

@@ -133,6 +133,10 @@ def store_key(store: str) -> str:
     return f"{zlib.crc32(store.encode()):08x}"
 
 
+# The longest path a Unix socket's address holds on Linux (sun_path, less its last NUL).
+SOCKET_PATH_MAX = 107
+
+
 def socket_path(store: str, pid: int | None = None) -> str:
     pid = os.getpid() if pid is None else pid
     return os.path.join(runtime_dir(), f"line-{store_key(store)}-{pid}.sock")
