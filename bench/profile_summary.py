@@ -18,10 +18,11 @@ from pathlib import Path
 WAITS = ("Condition.wait", "EpollSelector.select", "Event.wait", "Lock.acquire", "socket.accept")
 IDLE_WORKER = "_worker (concurrent/futures/thread.py:81)"
 BUCKETS = [
-    ("send_entry: _decide_and_record (wake decisions)", "_decide_and_record"),
     ("send_entry: the roster (bus.services.roster)", "bus/services/roster"),
+    ("send_entry: _decide (the wake rule for the room's readers)", "_decide (bus/services/entries"),
+    ("send_entry: _record (the INSERTs, the stats record, the push claim)", "_record (bus/"),
     ("send_entry: resolve_aliases", "resolve_aliases"),
-    ("send_entry: _room_for_send", "_room_for_send"),
+    ("send_entry: room_for_write", "room_for_write"),
     ("send_entry: the rest", "send_entry"),
     ("check_in", "check_in"),
     ("token_problem", "token_problem"),
@@ -38,11 +39,19 @@ BUCKETS = [
     ("other tool work", "run_tool"),
     ("channels in-memory layer", "channels/layers"),
     ("Django HTTP handler + middleware", "django/core/handlers"),
+    ("/notify on the database thread, outside the above (relay.views)", "relay/views"),
     ("MCP protocol parse/encode", "mcpgate/protocol"),
     ("consumer glue (mcpgate)", "mcpgate/"),
-    ("asgiref thread hops", "asgiref"),
+    # The hop itself: the awaiting side on the event loop. Every sample of the database
+    # thread also has asgiref's thread_handler under it, so "asgiref" alone would put
+    # whatever that thread does outside the buckets above here.
+    ("the hop to the database thread (SyncToAsync.__call__, on the event loop)",
+     "SyncToAsync.__call__ ("),
+    ("database thread: outside the above (a batch's transaction, savepoints, the executor)",
+     "thread_handler"),
+    ("asgiref, other", "asgiref"),
     ("daphne / twisted HTTP", "daphne"),
-]
+]  # fmt: skip
 
 
 def summarize(path: Path, top: int = 25) -> str:
