@@ -103,8 +103,7 @@ class Pusher(Protocol):
     def pushed(self, entry, pushes: dict[int, tuple[int, str]]) -> None:
         """The send committed with these pushes claimed ({seat id: (push_seq, seat
         name)}): write them. Called on the sending thread, right after the commit and
-        before the entry's rings (ring_on_commit), which then spare these seats' claims.
-        `entry` is the one the send built and signed itself, not a row read back."""
+        before the entry's rings (ring_on_commit), which then spare these seats' claims."""
 
 
 _pushers: list[Pusher] = []

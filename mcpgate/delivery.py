@@ -84,13 +84,9 @@ class Stream(Protocol):
 # ------------------------------------------------------------------ the message
 
 
-def channel_message(entry: Entry, *, signed_here: bool = False) -> dict:
-    """The notifications/claude/channel message for an entry (meta values all strings).
-
-    `signed_here`: the entry is the one this process built and signed in its send (not a
-    row read back from the store), so there is no stored row to check its signature
-    against yet: the check is skipped."""
-    tampered = not signed_here and not signing.verify_entry(entry)
+def channel_message(entry: Entry) -> dict:
+    """The notifications/claude/channel message for an entry (meta values all strings)."""
+    tampered = not signing.verify_entry(entry)
     meta = {
         "id": str(entry.id),
         "ts": wire.iso(entry.ts),

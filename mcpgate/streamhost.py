@@ -88,7 +88,7 @@ class StreamHost(Daemon):
         """On the sending thread, right after its commit: the entry's message, rendered once,
         into the outbox for each seat's stream (a stream that closed meanwhile fails its
         write there, and the push is recorded as a delivery error)."""
-        message = protocol.SharedMessage(delivery.channel_message(entry, signed_here=True))
+        message = protocol.SharedMessage(delivery.channel_message(entry))
         items, streams = [], {}
         for seat_id, (push_seq, seat_name) in pushes.items():
             stream = streams[seat_id] = self.direct.get(seat_id) or _Closed(seat_name)

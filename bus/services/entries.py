@@ -359,15 +359,14 @@ def _decide(
         to=tuple(entry.to),
         re_author=re_entry.sender if re_entry else None,
     )
-    sender_pk = sender.pk  # a model's pk is a property: read once, not once per member
-    members = [m for m in roster.current if m.pk != sender_pk]
+    members = [m for m in roster.current if m.pk != sender.pk]
     reasons: Counter[str] = Counter()  # every reader's decision, counted by reason
     unwoken: Counter[str] = Counter()  # decisions with no ledger row: counted per entry
     asked = members
     if facts.to:
         # decide_wake's second step, by lookup: a reader `to` does not name is
         # not_addressed; only the others are asked.
-        asked = [m for m in roster.named_by(facts.to) if m.pk != sender_pk]
+        asked = [m for m in roster.named_by(facts.to) if m.pk != sender.pk]
         if len(asked) < len(members):
             reasons["not_addressed"] = unwoken["not_addressed"] = len(members) - len(asked)
     readers = rosters.readers(asked)
