@@ -16,7 +16,8 @@ MAX_WORD_CHARS, the rest is left out and a note says so. A query with no word to
 for (empty, or only ``-word``) finds nothing, and a note says why.
 
 The parsed query is rendered once per store: an FTS5 MATCH expression (`fts5_match`) and
-a PostgreSQL tsquery text for ``to_tsquery('simple', …)`` (`tsquery_text`); `relevance`
+a PostgreSQL tsquery text for ``to_tsquery('simple', …)`` (`tsquery_text`, and
+`tsquery_lookup`: a phrase asked of the index as its word pairs); `relevance`
 scores a match on SQLite from its hits and length. Both are
 built from words of letters and digits only, each quoted, so no user text is ever read
 as the store's query syntax. `snippet` finds the words again in an entry's text for the
@@ -183,6 +184,51 @@ def tsquery_text(query: Query) -> str | None:
     parts = [_tsquery_term(t) for t in query.wanted]
     parts += ["!" + _tsquery_term(t) for t in query.unwanted]
     return " & ".join(parts)
+
+
+# A word PostgreSQL's parser keeps whole, as itself: ASCII letters and digits starting
+# with a letter, or digits alone (a run like `1e10abc` it cuts into `1e10` and `abc`).
+_WHOLE_WORD = re.compile(r"[a-z][a-z0-9]*|[0-9]+")
+# Before each word of a pair lexeme, `~is~for` (migration 0019_entry_search_pairs); never
+# in a word, so no word, and no prefix of one, is a pair.
+PAIR_JOIN = "~"
+
+
+def _pairs(term: Term) -> list[str]:
+    """The pair lexemes of a phrase: each two adjacent words both kept whole by the
+    parser (so each is one lexeme, itself, in the entries), the last word left out when
+    it is a prefix."""
+    words = term.words[:-1] if term.prefix else term.words
+    return [
+        PAIR_JOIN + a + PAIR_JOIN + b
+        for a, b in zip(words, words[1:], strict=False)
+        if _WHOLE_WORD.fullmatch(a) and _WHOLE_WORD.fullmatch(b)
+    ]
+
+
+def tsquery_lookup(query: Query) -> tuple[str | None, str] | None:
+    """PostgreSQL: what the GIN index is asked when a phrase can be looked up by its
+    word pairs (None: no phrase can; ask `tsquery_text` alone). The entries it finds
+    hold every pair of the query's phrases, not always in order, so `tsquery_text` is
+    still asked of each: the answer is the same, the index narrows it first.
+
+    Returns (the text for ``to_tsquery('simple', …)`` of the other wanted terms, or None;
+    the text for ``…::tsquery`` of the pair lexemes, all AND-ed: not normalised, as the
+    column writes them)."""
+    if not query.searchable:
+        return None
+    pairs: list[str] = []
+    others: list[Term] = []
+    for term in query.wanted:
+        found = _pairs(term)
+        if found:
+            pairs += [p for p in found if p not in pairs]
+        else:
+            others.append(term)
+    if not pairs:
+        return None
+    words = " & ".join(_tsquery_term(t) for t in others) or None
+    return words, " & ".join(f"'{p}'" for p in pairs)
 
 
 def _hits_pattern(query: Query) -> re.Pattern | None:
