@@ -1,5 +1,5 @@
 """PostgreSQL: the search column also holds each pair of adjacent words of an entry, so a
-phrase is looked up in the GIN index as its pairs (bus.rules.search.tsquery_pairs) and
+phrase is looked up in the GIN index as its pairs (bus.rules.search.tsquery_lookup) and
 only the entries holding them are checked for the words in order.
 
 Without them a phrase of common words ("is for") was asked as its words: the index gave
@@ -10,12 +10,12 @@ are runs of letters and digits (migration 0017 replaces every other character wi
 space before to_tsvector), so no word holds a `~` and no pair can be taken for a word or
 for another pair; nor does a prefix (`tot*`, `"cart tot"*`) reach a pair, since none
 starts with a letter or digit (a pair without positions found by a prefix inside a
-phrase would make PostgreSQL's phrase check fail). The pairs are made from the tsvector itself, position by position: two
-lexemes are a pair exactly when they stand at positions n and n + 1, which is what the
-phrase operator `<->` checks, so a pair is found in every entry the phrase check would
-accept (words of more than PAIR_WORD_CHARS characters make no pair; a query never asks
-one). The pairs carry no positions and change no ranking: ts_rank weighs only the
-query's own lexemes.
+phrase would make PostgreSQL's phrase check fail). The pairs are made from the tsvector
+itself, position by position: two lexemes are a pair exactly when they stand at
+positions n and n + 1, which is what the phrase operator `<->` checks, so a pair is
+found in every entry the phrase check would accept (words of more than PAIR_WORD_CHARS
+characters make no pair; a query never asks one). The pairs carry no positions and
+change no ranking: ts_rank weighs only the query's own lexemes.
 
 `entry_search_vector(content)` is the column's whole expression (a generated column may
 only call IMMUTABLE functions). PostgreSQL 15 cannot change a generated column's

@@ -26,6 +26,7 @@ highlighted extract every face shows.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import namedtuple
 
@@ -201,7 +202,7 @@ def _pairs(term: Term) -> list[str]:
     words = term.words[:-1] if term.prefix else term.words
     return [
         PAIR_JOIN + a + PAIR_JOIN + b
-        for a, b in zip(words, words[1:], strict=False)
+        for a, b in itertools.pairwise(words)
         if _WHOLE_WORD.fullmatch(a) and _WHOLE_WORD.fullmatch(b)
     ]
 

@@ -2,9 +2,10 @@
 
 The index is the store's own (migration 0017_entry_search): FTS5 on SQLite, a generated
 tsvector column on PostgreSQL (with each pair of adjacent words as a lexeme of its own
-since 0019_entry_search_pairs, so a phrase is looked up by its pairs); it covers every entry, written here or landed by the
-relay, since the store writes it with the row. The query language and its rendering for
-each store are bus.rules.search; this module asks the store and shapes the answer.
+since 0019_entry_search_pairs, so a phrase is looked up by its pairs); it covers every
+entry, written here or landed by the relay, since the store writes it with the row. The
+query language and its rendering for each store are bus.rules.search; this module asks
+the store and shapes the answer.
 
 `search()` is the entry point of every face: `salon search`, the MCP tool `search`, the
 admin's text box (through `matching`) and `salon top`. It reads only: no cursor moves,
