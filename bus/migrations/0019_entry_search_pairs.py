@@ -39,14 +39,32 @@ DECLARE
   lexemes text[];
   places int[];
   pairs text[] := '{{}}';
+  n int;
+  i int := 1;
+  j int;
+  k int;
 BEGIN
   SELECT array_agg(u.lexeme ORDER BY p), array_agg(p ORDER BY p) INTO lexemes, places
     FROM unnest(words) u, unnest(u.positions) p
     WHERE char_length(u.lexeme) <= {PAIR_WORD_CHARS};
-  FOR i IN 1 .. coalesce(array_length(lexemes, 1), 0) - 1 LOOP
-    IF places[i + 1] = places[i] + 1 THEN
-      pairs := pairs || ('~' || lexemes[i] || '~' || lexemes[i + 1]);
-    END IF;
+  n := coalesce(array_length(lexemes, 1), 0);
+  -- lexemes[i .. j - 1] stand at one position, lexemes[j .. k - 1] at the next one
+  -- (more than one lexeme at a position: past the last one a tsvector keeps, 16383).
+  WHILE i <= n LOOP
+    j := i + 1;
+    WHILE j <= n AND places[j] = places[i] LOOP
+      j := j + 1;
+    END LOOP;
+    k := j;
+    WHILE k <= n AND places[k] = places[i] + 1 LOOP
+      k := k + 1;
+    END LOOP;
+    FOR a IN i .. j - 1 LOOP
+      FOR b IN j .. k - 1 LOOP
+        pairs := pairs || ('~' || lexemes[a] || '~' || lexemes[b]);
+      END LOOP;
+    END LOOP;
+    i := j;
   END LOOP;
   RETURN words || array_to_tsvector(pairs);
 END
