@@ -20,6 +20,14 @@ load on a shared machine falls on both; the medians of the rounds are compared.
                                  [--queries 300] [--sends 1000] [--write]
 
 --write appends a section to bench/RESULTS.md.
+
+--again measures the queries again on the store the last run filled; on PostgreSQL,
+--column makes its search column again first (timed: what the migration costs at that
+size), as migration 0019_entry_search_pairs makes it (`pairs`: words and their pairs, a
+phrase asked of the index by its pairs) or as 0017 did (`words`: the words alone, and
+every query asked of the index by its words, as the store was before 0019), unless the
+column already is so. Each --again run on PostgreSQL merges the GIN index's pending list
+first (`gin_clean_pending_list`), so runs after a bulk fill compare.
 """
 
 from __future__ import annotations
@@ -381,6 +389,12 @@ def main() -> None:
         action="store_true",
         help="only the queries, again, on the store the last run filled (no send figure)",
     )
+    parser.add_argument(
+        "--column",
+        choices=["pairs", "words"],
+        help="with --again on PostgreSQL: the search column as 0019 makes it (words and "
+        "pairs) or as 0017 did (words alone, queries by words), made again if it differs",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.again:
@@ -429,18 +443,24 @@ def again(args) -> None:
     setup(args.store, again=True)
     from bus.models import Entry, Seat
 
+    remade = None
+    if args.store == "postgres":
+        remade = prepare_column(args.column)
     seat = Seat.objects.get(agent__name="reader")
     mix = queries(words(random.Random(9315)), random.Random(1))
     measure_queries(seat, mix, 20)
     times = measure_queries(seat, mix, args.queries)
     size = Entry.objects.count()
+    column = f" --column {args.column}" if args.column else ""
     lines = report(args, started_at, None, None, [(size, 0.0, times, loadavg())]).splitlines()
     section = "\n".join(
         [
-            lines[0].replace("`,", " --again`,"),
+            lines[0].replace("`,", f" --again{column}`,"),
             *lines[1:],
             "",
-            "(No fill: the store the last run filled, queried again.)",
+            "(No fill: the store the last run filled, queried again"
+            + (f"; its search column made again in {remade:.0f} s" if remade else "")
+            + ".)",
             "",
         ]
     )
@@ -448,6 +468,43 @@ def again(args) -> None:
     if args.write:
         with RESULTS.open("a") as results:
             results.write("\n" + section)
+
+
+def prepare_column(kind: str | None) -> float | None:
+    """PostgreSQL, before queries again: the search column as `kind` says (see --column),
+    made again if it is not so (the seconds it took, else None); the GIN index's pending
+    list merged; on a column of the words alone, the index asked by the words alone."""
+    from django.db import connection
+
+    from bus import rules
+
+    words = __import__("bus.migrations.0017_entry_search", fromlist=["POSTGRES_COLUMN"])
+    pairs = __import__("bus.migrations.0019_entry_search_pairs", fromlist=["install_postgres"])
+    remade = None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a "
+            "ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
+            "WHERE d.adrelid = 'bus_entry'::regclass AND a.attname = 'search'"
+        )
+        has_pairs = "entry_search_vector" in cursor.fetchone()[0]
+        if kind is not None and has_pairs != (kind == "pairs"):
+            started = time.perf_counter()
+            if kind == "pairs":
+                pairs.install_postgres(cursor.execute)
+            else:
+                for statement in pairs.POSTGRES_DROP:
+                    cursor.execute(statement)
+                cursor.execute(words.POSTGRES_COLUMN)
+                cursor.execute(words.POSTGRES_INDEX)
+            remade = time.perf_counter() - started
+            has_pairs = kind == "pairs"
+            cursor.execute("ANALYZE bus_entry")
+            print(f"search column made again ({kind}) in {remade:.0f} s", file=sys.stderr)
+        cursor.execute("SELECT gin_clean_pending_list('entry_search_words'::regclass)")
+    if not has_pairs:
+        rules.tsquery_lookup = lambda query: None  # as before 0019: the words alone
+    return remade
 
 
 def report(args, started_at, send, load_send, rows) -> str:
