@@ -1,27 +1,32 @@
-"""PostgreSQL: the search column also holds each pair of adjacent words of an entry, so a
-phrase is looked up in the GIN index as its pairs (bus.rules.search.tsquery_lookup) and
-only the entries holding them are checked for the words in order.
+"""PostgreSQL: a second search column, `search_pairs`, holds each pair of adjacent words
+of an entry as one lexeme, with a GIN index of its own, so a phrase is looked up by its
+pairs (bus.rules.search.tsquery_lookup) and only the entries holding them are checked
+for the words in order, on the words column (`search`, migration 0017, unchanged).
 
 Without them a phrase of common words ("is for") was asked as its words: the index gave
 every entry holding both (most of a million), and each was read to check the positions.
 
-A pair is one lexeme, each of its two words after a `~` (`~is~for`). The column's words
-are runs of letters and digits (migration 0017 replaces every other character with a
-space before to_tsvector), so no word holds a `~` and no pair can be taken for a word or
-for another pair; nor does a prefix (`tot*`, `"cart tot"*`) reach a pair, since none
-starts with a letter or digit (a pair without positions found by a prefix inside a
-phrase would make PostgreSQL's phrase check fail). The pairs are made from the tsvector
-itself, position by position: two lexemes are a pair exactly when they stand at
-positions n and n + 1, which is what the phrase operator `<->` checks, so a pair is
-found in every entry the phrase check would accept (words of more than PAIR_WORD_CHARS
-characters make no pair; a query never asks one). The pairs carry no positions and
-change no ranking: ts_rank weighs only the query's own lexemes.
+The pairs are a column of their own, not lexemes added to `search`: in one column they
+made every entry's tsvector 2.3 times larger (1,099 bytes against 473 on average at a
+million entries), often compressed or moved out of the row, and read back for every
+match a word or a prefix query checks or ranks; and they filled a third of the column's
+statistics (the 1,000 most common lexemes ANALYZE keeps), so a rare word was guessed in
+3,000 entries and planned through the rooms' index (bench/RESULTS.md, 2026-12-06). A
+query without a phrase reads `search` alone, as before this migration.
 
-`entry_search_vector(content)` is the column's whole expression (a generated column may
-only call IMMUTABLE functions). PostgreSQL 15 cannot change a generated column's
-expression, so the column and its index are made again (the table is rewritten: at a
-million entries, some minutes). SQLite: nothing (FTS5 answers a phrase from its own
-positions).
+A pair is one lexeme, each of its two words after a `~` (`~is~for`); the words are the
+lexemes of `search` (runs of letters and digits, to_tsvector 'simple'). The pairs are
+made from that tsvector itself, position by position: two lexemes are a pair exactly
+when they stand at positions n and n + 1 (every lexeme at a position with every one at
+the next: past the last position a tsvector keeps, 16383, all later words stand at it),
+which is what the phrase operator `<->` checks, so a pair is found in every entry the
+phrase check would accept (words of more than PAIR_WORD_CHARS characters make no pair; a
+query never asks one). The pairs carry no positions and are never ranked.
+
+`entry_search_pairs(content)` is the column's whole expression (a generated column may
+only call IMMUTABLE functions). Adding the column writes it for every row a store holds
+(the table is rewritten: at a million entries, some minutes). SQLite: nothing (FTS5
+answers a phrase from its own positions).
 """
 
 from django.db import migrations
@@ -31,7 +36,7 @@ PAIR_WORD_CHARS = 100
 # One function, calling only pg_catalog's, so it answers whatever the search_path of the
 # session writing a row (a restore sets an empty one).
 POSTGRES_FUNCTION = f"""
-CREATE OR REPLACE FUNCTION entry_search_vector(content text) RETURNS tsvector
+CREATE OR REPLACE FUNCTION entry_search_pairs(content text) RETURNS tsvector
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
   words tsvector := to_tsvector('simple'::regconfig,
@@ -66,26 +71,26 @@ BEGIN
     END LOOP;
     i := j;
   END LOOP;
-  RETURN words || array_to_tsvector(pairs);
+  RETURN array_to_tsvector(pairs);
 END
 $$
 """
 POSTGRES_COLUMN = (
-    "ALTER TABLE bus_entry ADD COLUMN IF NOT EXISTS search tsvector "
-    "GENERATED ALWAYS AS (entry_search_vector(content)) STORED"
+    "ALTER TABLE bus_entry ADD COLUMN IF NOT EXISTS search_pairs tsvector "
+    "GENERATED ALWAYS AS (entry_search_pairs(content)) STORED"
 )
-POSTGRES_INDEX = "CREATE INDEX IF NOT EXISTS entry_search_words ON bus_entry USING gin (search)"
+POSTGRES_INDEX = (
+    "CREATE INDEX IF NOT EXISTS entry_search_word_pairs ON bus_entry USING gin (search_pairs)"
+)
 POSTGRES_DROP = [
-    "DROP INDEX IF EXISTS entry_search_words",
-    "ALTER TABLE bus_entry DROP COLUMN IF EXISTS search",
+    "DROP INDEX IF EXISTS entry_search_word_pairs",
+    "ALTER TABLE bus_entry DROP COLUMN IF EXISTS search_pairs",
 ]
 
 
 def install_postgres(execute) -> None:
     """The function, the column (every row's pairs written) and its index."""
     execute(POSTGRES_FUNCTION)
-    for statement in POSTGRES_DROP:
-        execute(statement)
     execute(POSTGRES_COLUMN)
     execute(POSTGRES_INDEX)
 
@@ -97,12 +102,9 @@ def build(apps, schema_editor):
 
 def unbuild(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        before = __import__("bus.migrations.0017_entry_search", fromlist=["POSTGRES_COLUMN"])
         for statement in POSTGRES_DROP:
             schema_editor.execute(statement)
-        schema_editor.execute(before.POSTGRES_COLUMN)
-        schema_editor.execute(before.POSTGRES_INDEX)
-        schema_editor.execute("DROP FUNCTION IF EXISTS entry_search_vector(text)")
+        schema_editor.execute("DROP FUNCTION IF EXISTS entry_search_pairs(text)")
 
 
 class Migration(migrations.Migration):

@@ -190,8 +190,7 @@ def tsquery_text(query: Query) -> str | None:
 # A word PostgreSQL's parser keeps whole, as itself: ASCII letters and digits starting
 # with a letter, or digits alone (a run like `1e10abc` it cuts into `1e10` and `abc`).
 _WHOLE_WORD = re.compile(r"[a-z][a-z0-9]*|[0-9]+")
-# Before each word of a pair lexeme, `~is~for` (migration 0019_entry_search_pairs); never
-# in a word, so no word, and no prefix of one, is a pair.
+# Before each word of a pair lexeme, `~is~for` (migration 0019_entry_search_pairs).
 PAIR_JOIN = "~"
 
 
@@ -213,9 +212,9 @@ def tsquery_lookup(query: Query) -> tuple[str | None, str] | None:
     hold every pair of the query's phrases, not always in order, so `tsquery_text` is
     still asked of each: the answer is the same, the index narrows it first.
 
-    Returns (the text for ``to_tsquery('simple', …)`` of the other wanted terms, or None;
-    the text for ``…::tsquery`` of the pair lexemes, all AND-ed: not normalised, as the
-    column writes them)."""
+    Returns (the text for ``to_tsquery('simple', …)`` of the other wanted terms, asked of
+    the words column, or None; the text for ``…::tsquery`` of the pair lexemes, all
+    AND-ed, asked of the pairs column: not normalised, as the column writes them)."""
     if not query.searchable:
         return None
     pairs: list[str] = []

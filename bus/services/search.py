@@ -1,8 +1,8 @@
 """Search: every entry a store holds, found by its words, most relevant first.
 
 The index is the store's own (migration 0017_entry_search): FTS5 on SQLite, a generated
-tsvector column on PostgreSQL (with each pair of adjacent words as a lexeme of its own
-since 0019_entry_search_pairs, so a phrase is looked up by its pairs); it covers every
+tsvector column on PostgreSQL (and since 0019_entry_search_pairs a second one of each
+pair of adjacent words, so a phrase is looked up by its pairs); it covers every
 entry, written here or landed by the relay, since the store writes it with the row. The
 query language and its rendering for each store are bus.rules.search; this module asks
 the store and shapes the answer.
@@ -92,7 +92,7 @@ def matching(queryset: QuerySet, query: str) -> QuerySet:
     if not parsed.searchable:
         return queryset.none()
     if connection.vendor == "postgresql":
-        condition, params = _tsquery_condition(parsed, "bus_entry.search")
+        condition, params = _tsquery_condition(parsed, "bus_entry")
         return queryset.extra(where=[condition], params=params)
     match = rules.fts5_match(parsed)
     with connection.cursor() as cursor:
@@ -183,7 +183,7 @@ def _ranked(parsed: rules.Query, room_ids, where: list[str], params: list, limit
             # the newest-first index, stopped after RANKED_MATCHES; a rare one: the GIN
             # index). Behind a CTE it guessed 0.5 % for every query, and read all 958,472
             # matches of "the" at a million entries (3.5 s) to keep the newest 300.
-            condition, matched = _tsquery_condition(parsed, "e.search")
+            condition, matched = _tsquery_condition(parsed, "e")
             cursor.execute(
                 "SELECT newest.id, ts_rank(newest.search, to_tsquery('simple', %s)) AS score "
                 "FROM (SELECT e.id, e.ts, e.search FROM bus_entry e "
@@ -210,29 +210,30 @@ def _ranked(parsed: rules.Query, room_ids, where: list[str], params: list, limit
     return _by_relevance(rows, limit)
 
 
-def _tsquery_condition(parsed: rules.Query, column: str) -> tuple[str, list]:
-    """PostgreSQL: the SQL condition (and its params) that `column` (the search
-    tsvector) matches `parsed`.
+def _tsquery_condition(parsed: rules.Query, table: str) -> tuple[str, list]:
+    """PostgreSQL: the SQL condition (and its params) that the entries of `table` (the
+    table's name or alias in the query) match `parsed`.
 
-    A query with a phrase of words the parser keeps whole asks the index for the
-    phrase's word pairs (migration 0019_entry_search_pairs) with the query's other
-    words, then checks the whole query, order and left-out words included, on the
-    entries found, through ts_match_vq: a function call the planner neither sends to
-    the index nor weighs as the column's statistics, so its estimate of the matches is
-    the pairs' own (a pair of common words is found in a few entries where each of its
-    words is in most). Without a pair to ask, the whole query goes to the index."""
+    A query with a phrase of words the parser keeps whole asks the pairs column's index
+    for the phrase's word pairs (migration 0019_entry_search_pairs), and the words
+    column's for the query's other words, then checks the whole query, order and
+    left-out words included, on the entries found, through ts_match_vq: a function call
+    the planner neither sends to the index nor weighs as the column's statistics, so its
+    estimate of the matches is the pairs' own (a pair of common words is found in a few
+    entries where each of its words is in most). Without a pair to ask, the whole query
+    goes to the words column's index."""
     full = rules.tsquery_text(parsed)
     lookup = rules.tsquery_lookup(parsed)
     if lookup is None:
-        return f"{column} @@ to_tsquery('simple', %s)", [full]
+        return f"{table}.search @@ to_tsquery('simple', %s)", [full]
     words, pairs = lookup
-    check = f"ts_match_vq({column}, to_tsquery('simple', %s))"
-    if words is None:
-        return f"{column} @@ %s::tsquery AND {check}", [pairs, full]
-    return (
-        f"{column} @@ (to_tsquery('simple', %s) && %s::tsquery) AND {check}",
-        [words, pairs, full],
+    condition = (
+        f"{table}.search_pairs @@ %s::tsquery "
+        f"AND ts_match_vq({table}.search, to_tsquery('simple', %s))"
     )
+    if words is None:
+        return condition, [pairs, full]
+    return f"{table}.search @@ to_tsquery('simple', %s) AND {condition}", [words, pairs, full]
 
 
 def _by_relevance(rows, limit: int):
