@@ -206,29 +206,34 @@ def _pairs(term: Term) -> list[str]:
     ]
 
 
-def tsquery_lookup(query: Query) -> tuple[str | None, str] | None:
-    """PostgreSQL: what the GIN index is asked when a phrase can be looked up by its
-    word pairs (None: no phrase can; ask `tsquery_text` alone). The entries it finds
-    hold every pair of the query's phrases, not always in order, so `tsquery_text` is
-    still asked of each: the answer is the same, the index narrows it first.
+def tsquery_lookup(query: Query) -> tuple[str, str | None, bool] | None:
+    """PostgreSQL: what the index is asked when a phrase can be looked up by its word
+    pairs (None: no phrase can; ask `tsquery_text` alone).
 
-    Returns (the text for ``to_tsquery('simple', …)`` of the other wanted terms, asked of
-    the words column, or None; the text for ``…::tsquery`` of the pair lexemes, all
-    AND-ed, asked of the pairs column: not normalised, as the column writes them)."""
+    Returns (the text for ``…::tsquery`` of the pair lexemes, all AND-ed, asked of the
+    pairs column: not normalised, as the column writes them; the text for
+    ``to_tsquery('simple', …)`` of the query's other terms, wanted and left out, asked
+    of the words column, or None; whether the two are the whole query). They are when
+    every phrase asked by its pairs is of two words, its pair being the phrase itself
+    (the pairs are made from the words' positions). A longer phrase, or one ending in a
+    prefix, is found in entries holding its pairs in another order too, so the whole
+    query (`tsquery_text`) is still to be checked on the entries found."""
     if not query.searchable:
         return None
     pairs: list[str] = []
     others: list[Term] = []
+    exact = True
     for term in query.wanted:
         found = _pairs(term)
         if found:
             pairs += [p for p in found if p not in pairs]
+            exact = exact and len(term.words) == 2 and not term.prefix and len(found) == 1
         else:
             others.append(term)
     if not pairs:
         return None
-    words = " & ".join(_tsquery_term(t) for t in others) or None
-    return words, " & ".join(f"'{p}'" for p in pairs)
+    rest = [_tsquery_term(t) for t in others] + ["!" + _tsquery_term(t) for t in query.unwanted]
+    return " & ".join(f"'{p}'" for p in pairs), " & ".join(rest) or None, exact
 
 
 def _hits_pattern(query: Query) -> re.Pattern | None:
