@@ -366,6 +366,25 @@ def test_a_seat_finds_only_entries_of_rooms_it_is_a_member_of(team):
     assert found(services.search.search(spy, "cart")) != [mine]
 
 
+def test_a_seat_finds_its_rooms_entries_whether_they_are_few_or_most_of_the_store(team):
+    web = make_seat("web", team)
+    mine = send(web, team, 'the "is for" cart')["id"]
+    others = []
+    for n in range(10):
+        room = make_room(f"other{n}")
+        other = make_seat(f"bot{n}", room)
+        others += [send(other, room, f"is for the cart {k}")["id"] for k in range(2)]
+    everywhere = make_seat("everywhere", team)
+    for n in range(10):
+        services.rooms.join_room(seat=everywhere, room=f"other{n}")
+
+    # `team` holds 1 entry in 21, the rooms of `everywhere` all of them.
+    for query in ("cart", '"is for"', "car*"):
+        assert found(services.search.search(web, query)) == [mine], query
+        answer = services.search.search(everywhere, query, limit=50)
+        assert sorted(found(answer)) == sorted([mine, *others]), query
+
+
 def test_a_seat_naming_a_room_it_is_not_in_is_refused_with_how_to_join(team):
     make_room("secret")
     web = make_seat("web", team)
