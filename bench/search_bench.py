@@ -12,13 +12,22 @@ word left out; p50 and p99 of the wall time, and per kind.
 The send figure: CPU (user+sys of this process, and on PostgreSQL of its server backend)
 of bus.services.entries.send_entry on a
 fresh store with a 10-seat room and an entry of ~60 words, with the index, without it
-(the triggers dropped; on PostgreSQL the column), in alternating rounds, so a change of
-load on a shared machine falls on both; the medians of the rounds are compared.
+(the triggers dropped; on PostgreSQL both columns, the words' and their pairs', made
+again as migrations 0017 and 0019 make them), in alternating rounds, so a change of load
+on a shared machine falls on both; the medians of the rounds are compared.
 
     python -m bench.search_bench [--store sqlite|postgres] [--sizes 10000,100000,1000000]
                                  [--queries 300] [--sends 1000] [--write]
 
 --write appends a section to bench/RESULTS.md.
+
+--again measures the queries again on the store the last run filled; on PostgreSQL,
+--column first gives it the pairs column of migration 0019_entry_search_pairs (`pairs`:
+added if missing, timed: what the migration costs at that size; a phrase asked of its
+index by its pairs) or takes it away (`words`: every query asked of the words column
+alone, as the store was before 0019). Each --again run on PostgreSQL merges the GIN
+indexes' pending lists first (`gin_clean_pending_list`), so runs after a bulk fill
+compare.
 """
 
 from __future__ import annotations
@@ -292,6 +301,7 @@ def send_cpu(store: str, sends: int) -> dict[str, float]:
     from bus import services
 
     module = __import__("bus.migrations.0017_entry_search", fromlist=["install_sqlite"])
+    pairs = __import__("bus.migrations.0019_entry_search_pairs", fromlist=["install_postgres"])
     room = services.rooms.create_room(name="sendbench")[0]
     seats = []
     for n in range(10):
@@ -334,6 +344,8 @@ def send_cpu(store: str, sends: int) -> dict[str, float]:
     def drop() -> None:
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
+                for statement in pairs.POSTGRES_DROP:
+                    cursor.execute(statement)
                 cursor.execute("DROP INDEX IF EXISTS entry_search_words")
                 cursor.execute("ALTER TABLE bus_entry DROP COLUMN IF EXISTS search")
             else:
@@ -345,6 +357,7 @@ def send_cpu(store: str, sends: int) -> dict[str, float]:
             if connection.vendor == "postgresql":
                 cursor.execute(module.POSTGRES_COLUMN)
                 cursor.execute(module.POSTGRES_INDEX)
+                pairs.install_postgres(cursor.execute)
             else:
                 module.install_sqlite(cursor.execute)
 
@@ -378,6 +391,12 @@ def main() -> None:
         "--again",
         action="store_true",
         help="only the queries, again, on the store the last run filled (no send figure)",
+    )
+    parser.add_argument(
+        "--column",
+        choices=["pairs", "words"],
+        help="with --again on PostgreSQL: with the pairs column of 0019 (added if missing) "
+        "or without it (dropped; every query asked of the words alone)",
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -427,18 +446,24 @@ def again(args) -> None:
     setup(args.store, again=True)
     from bus.models import Entry, Seat
 
+    remade = None
+    if args.store == "postgres":
+        remade = prepare_column(args.column)
     seat = Seat.objects.get(agent__name="reader")
     mix = queries(words(random.Random(9315)), random.Random(1))
     measure_queries(seat, mix, 20)
     times = measure_queries(seat, mix, args.queries)
     size = Entry.objects.count()
+    column = f" --column {args.column}" if args.column else ""
     lines = report(args, started_at, None, None, [(size, 0.0, times, loadavg())]).splitlines()
     section = "\n".join(
         [
-            lines[0].replace("`,", " --again`,"),
+            lines[0].replace("`,", f" --again{column}`,"),
             *lines[1:],
             "",
-            "(No fill: the store the last run filled, queried again.)",
+            "(No fill: the store the last run filled, queried again"
+            + (f"; the pairs column added in {remade:.0f} s" if remade else "")
+            + ".)",
             "",
         ]
     )
@@ -446,6 +471,41 @@ def again(args) -> None:
     if args.write:
         with RESULTS.open("a") as results:
             results.write("\n" + section)
+
+
+def prepare_column(kind: str | None) -> float | None:
+    """PostgreSQL, before queries again: with the pairs column or without it, as `kind`
+    says (see --column; None: as it is); the seconds adding it took (else None); the GIN
+    indexes' pending lists merged; without it, the index asked by the words alone."""
+    from django.db import connection
+
+    from bus import rules
+
+    pairs = __import__("bus.migrations.0019_entry_search_pairs", fromlist=["install_postgres"])
+    remade = None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM information_schema.columns "
+            "WHERE table_name = 'bus_entry' AND column_name = 'search_pairs'"
+        )
+        has_pairs = cursor.fetchone() is not None
+        if kind == "words" and has_pairs:
+            for statement in pairs.POSTGRES_DROP:
+                cursor.execute(statement)
+            has_pairs = False
+        elif kind == "pairs" and not has_pairs:
+            started = time.perf_counter()
+            pairs.install_postgres(cursor.execute)
+            remade = time.perf_counter() - started
+            has_pairs = True
+            print(f"pairs column added in {remade:.0f} s", file=sys.stderr)
+        cursor.execute("ANALYZE bus_entry")
+        cursor.execute("SELECT gin_clean_pending_list('entry_search_words'::regclass)")
+        if has_pairs:
+            cursor.execute("SELECT gin_clean_pending_list('entry_search_word_pairs'::regclass)")
+    if not has_pairs:
+        rules.tsquery_lookup = lambda query: None  # as before 0019: the words alone
+    return remade
 
 
 def report(args, started_at, send, load_send, rows) -> str:

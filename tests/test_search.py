@@ -46,6 +46,12 @@ HOSTILE = [
     "x" * 10_000,
     "cart " * 2_000,
     '"' * 5_001,
+    '"1e10abc def"',
+    '"is for"*',
+    '"~is~for"',
+    "'~is~for':*",
+    '"cart' + " is for" * 1_500 + '"',
+    '-"is for"',
 ]
 
 
@@ -93,6 +99,50 @@ def test_a_phrase_needs_its_words_in_order_and_together(team):
     send(web, team, "cart and then a total")
 
     assert found(staff('"cart total"')) == [together]
+
+
+def test_a_phrase_of_common_words_finds_exactly_the_entries_holding_it_in_order(team):
+    web = make_seat("web", team)
+    held = [
+        send(web, team, "the fix is for the cart")["id"],
+        send(web, team, "is for")["id"],
+        send(web, team, "Is, for! (punctuation is no word)")["id"],
+    ]
+    for text in ("for is", "is not for", "is", "for", "island fortune", "this is; before"):
+        send(web, team, text)
+
+    assert sorted(found(staff('"is for"'))) == sorted(held)
+    assert sorted(found(staff('"IS FOR" cart'))) == [held[0]]
+    assert sorted(found(staff('"is for" -cart'))) == sorted(held[1:])
+    assert sorted(found(staff('"for the cart"'))) == [held[0]]
+
+
+def test_a_phrase_is_not_found_in_an_entry_holding_its_pairs_in_another_order(team):
+    web = make_seat("web", team)
+    held = send(web, team, "it is for the team")["id"]
+    both_pairs = send(web, team, "it is for you and for the team")["id"]
+    send(web, team, "the for is")
+
+    assert found(staff('"is for the"')) == [held]
+    assert found(staff('"for is"')) != [] and held not in found(staff('"for is"'))
+    if connection.vendor == "postgresql":
+        # Every pair of the phrase is in the entry: the order is checked, not only pairs.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT search_pairs @@ '~is~for & ~for~the'::tsquery FROM bus_entry WHERE id = %s",
+                [uuid.UUID(both_pairs)],
+            )
+            assert cursor.fetchone()[0] is True
+
+
+def test_a_phrase_holding_a_word_the_parser_cuts_is_found_as_its_words_in_order(team):
+    web = make_seat("web", team)
+    held = send(web, team, "set 1e10abc to x2 for is")["id"]
+    send(web, team, "to 1e10abc set")
+
+    assert found(staff('"set 1e10abc to x2"')) == [held]
+    assert found(staff('"x2 for is"')) == [held]
+    assert found(staff('"to x2 fo"*')) == [held]
 
 
 def test_a_prefix_finds_words_that_start_with_it(team):
@@ -316,6 +366,25 @@ def test_a_seat_finds_only_entries_of_rooms_it_is_a_member_of(team):
     assert found(services.search.search(spy, "cart")) != [mine]
 
 
+def test_a_seat_finds_its_rooms_entries_whether_they_are_few_or_most_of_the_store(team):
+    web = make_seat("web", team)
+    mine = send(web, team, 'the "is for" cart')["id"]
+    others = []
+    for n in range(10):
+        room = make_room(f"other{n}")
+        other = make_seat(f"bot{n}", room)
+        others += [send(other, room, f"is for the cart {k}")["id"] for k in range(2)]
+    everywhere = make_seat("everywhere", team)
+    for n in range(10):
+        services.rooms.join_room(seat=everywhere, room=f"other{n}")
+
+    # `team` holds 1 entry in 21, the rooms of `everywhere` all of them.
+    for query in ("cart", '"is for"', "car*"):
+        assert found(services.search.search(web, query)) == [mine], query
+        answer = services.search.search(everywhere, query, limit=50)
+        assert sorted(found(answer)) == sorted([mine, *others]), query
+
+
 def test_a_seat_naming_a_room_it_is_not_in_is_refused_with_how_to_join(team):
     make_room("secret")
     web = make_seat("web", team)
@@ -416,6 +485,122 @@ def test_the_migration_indexes_the_entries_a_store_already_holds():
     executor.migrate(executor.loader.graph.leaf_nodes())
 
     assert found(staff("before index existed")) == [old]
+
+
+# The column as migration 0017 wrote it: the words alone, no pairs.
+WORDS_ALONE = "to_tsvector('simple', regexp_replace(content, '[^[:alnum:]]+', ' ', 'g'))"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the word pairs are PostgreSQL's")
+def test_a_phrase_asked_by_its_pairs_finds_and_ranks_what_the_words_alone_did(team):
+    import random
+
+    rng = random.Random(19)
+    vocabulary = ["is", "for", "the", "a", "1e10abc", "x2", "école", "42", "fort"]
+    web = make_seat("web", team)
+    for _ in range(80):
+        words = [rng.choice(vocabulary) for _ in range(rng.randint(1, 10))]
+        send(web, team, " ".join(words) + rng.choice([".", ", is for", " (the) a", ""]))
+    for _ in range(120):
+        phrase = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(2, 4)))
+        query = f'"{phrase}"' + rng.choice(["", "*", " -for", " the", ' -"for is"', " fo*"])
+        tsquery = rules.tsquery_text(rules.parse_query(query))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, ts_rank({WORDS_ALONE}, to_tsquery('simple', %s)) FROM bus_entry "
+                f"WHERE {WORDS_ALONE} @@ to_tsquery('simple', %s)",
+                [tsquery, tsquery],
+            )
+            before = {str(pk): float(f"{score:.4g}") for pk, score in cursor.fetchall()}
+
+        answer = staff(query, limit=services.search.MAX_LIMIT)
+        admin = services.search.matching(Entry.objects.all(), query)
+
+        assert {r["id"]: r["score"] for r in answer["results"]} == before, query
+        assert {str(pk) for pk in admin.values_list("id", flat=True)} == set(before), query
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the word pairs are PostgreSQL's")
+def test_every_pair_a_phrase_is_asked_by_is_in_the_column_of_a_text_holding_it(team):
+    import itertools
+    import random
+
+    # Words of letters and digits the parser may cut or read as numbers (1e5, 0e1x).
+    rng = random.Random(2)
+    words = ["".join(rng.choice("abex019") for _ in range(rng.randint(1, 6))) for _ in range(400)]
+    asked = 0
+    with connection.cursor() as cursor:
+        for a, b in itertools.pairwise(words):
+            lookup = rules.tsquery_lookup(rules.parse_query(f'"{a} {b}"'))
+            if lookup is None:
+                continue
+            asked += 1
+            cursor.execute(
+                "SELECT entry_search_pairs(%s) @@ %s::tsquery",
+                [f"then {a} {b} now", lookup[0]],
+            )
+            assert cursor.fetchone()[0] is True, (a, b, lookup)
+    assert 100 < asked < 399  # most phrases are asked by their pair; some are not
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the tsvector's positions")
+def test_a_phrase_at_the_last_position_a_tsvector_keeps_is_found_as_by_the_words_alone(team):
+    web = make_seat("web", team)
+    # A tsvector's positions stop at 16383: `y` and `z` both stand there, after `x`.
+    held = send(web, team, "w " * 16_381 + "x y z")["id"]
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {WORDS_ALONE} @@ to_tsquery('simple', 'x <-> z') FROM bus_entry WHERE id = %s",
+            [uuid.UUID(held)],
+        )
+        assert cursor.fetchone()[0] is True
+    assert found(staff('"x y"')) == [held]
+    assert found(staff('"x z"')) == [held]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the word pairs are PostgreSQL's")
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_fills_the_pairs_of_the_entries_a_store_already_holds():
+    from django.db.migrations.executor import MigrationExecutor
+
+    def pairs_of(entry: str) -> list[str] | None:
+        """The entry's pair lexemes (None: the store has no pairs column)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM information_schema.columns "
+                "WHERE table_name = 'bus_entry' AND column_name = 'search_pairs'"
+            )
+            if cursor.fetchone() is None:
+                return None
+            cursor.execute(
+                "SELECT array(SELECT lexeme FROM unnest(search_pairs) ORDER BY lexeme) "
+                "FROM bus_entry WHERE id = %s",
+                [uuid.UUID(entry)],
+            )
+            return cursor.fetchone()[0]
+
+    pairs = ["~before~it", "~for~the", "~is~for", "~it~is", "~the~pairs", "~written~before"]
+    before = [("bus", "0018_file_claims")]
+    MigrationExecutor(connection).migrate(before)
+    try:
+        room = make_room("team")
+        old = send(make_seat("web", room), room, "Written before: it is for the pairs.")["id"]
+        assert pairs_of(old) is None
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+
+        assert pairs_of(old) == pairs
+        assert found(staff('"is for the"')) == [old]
+
+        MigrationExecutor(connection).migrate(before)  # and back: the words alone
+        assert pairs_of(old) is None
+        assert found(staff("written pairs")) == [old]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert pairs_of(old) == pairs
 
 
 # ---------------------------------------------------------------- the rule, on any text

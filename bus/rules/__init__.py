@@ -110,6 +110,7 @@ from bus.rules.search import (
     parse_query,
     relevance,
     snippet,
+    tsquery_lookup,
     tsquery_text,
 )
 from bus.rules.waking import (
@@ -233,6 +234,7 @@ __all__ = [
     "snippet",
     "split_files",
     "triage_verdict",
+    "tsquery_lookup",
     "tsquery_text",
     "type_from_meta",
     "unknown_addressee_error",

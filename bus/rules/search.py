@@ -16,7 +16,8 @@ MAX_WORD_CHARS, the rest is left out and a note says so. A query with no word to
 for (empty, or only ``-word``) finds nothing, and a note says why.
 
 The parsed query is rendered once per store: an FTS5 MATCH expression (`fts5_match`) and
-a PostgreSQL tsquery text for ``to_tsquery('simple', …)`` (`tsquery_text`); `relevance`
+a PostgreSQL tsquery text for ``to_tsquery('simple', …)`` (`tsquery_text`, and
+`tsquery_lookup`: a phrase asked of the index as its word pairs); `relevance`
 scores a match on SQLite from its hits and length. Both are
 built from words of letters and digits only, each quoted, so no user text is ever read
 as the store's query syntax. `snippet` finds the words again in an entry's text for the
@@ -25,6 +26,7 @@ highlighted extract every face shows.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import namedtuple
 
@@ -183,6 +185,55 @@ def tsquery_text(query: Query) -> str | None:
     parts = [_tsquery_term(t) for t in query.wanted]
     parts += ["!" + _tsquery_term(t) for t in query.unwanted]
     return " & ".join(parts)
+
+
+# A word PostgreSQL's parser keeps whole, as itself: ASCII letters and digits starting
+# with a letter, or digits alone (a run like `1e10abc` it cuts into `1e10` and `abc`).
+_WHOLE_WORD = re.compile(r"[a-z][a-z0-9]*|[0-9]+")
+# Before each word of a pair lexeme, `~is~for` (migration 0019_entry_search_pairs).
+PAIR_JOIN = "~"
+
+
+def _pairs(term: Term) -> list[str]:
+    """The pair lexemes of a phrase: each two adjacent words both kept whole by the
+    parser (so each is one lexeme, itself, in the entries), the last word left out when
+    it is a prefix."""
+    words = term.words[:-1] if term.prefix else term.words
+    return [
+        PAIR_JOIN + a + PAIR_JOIN + b
+        for a, b in itertools.pairwise(words)
+        if _WHOLE_WORD.fullmatch(a) and _WHOLE_WORD.fullmatch(b)
+    ]
+
+
+def tsquery_lookup(query: Query) -> tuple[str, str | None, bool] | None:
+    """PostgreSQL: what the index is asked when a phrase can be looked up by its word
+    pairs (None: no phrase can; ask `tsquery_text` alone).
+
+    Returns (the text for ``…::tsquery`` of the pair lexemes, all AND-ed, asked of the
+    pairs column: not normalised, as the column writes them; the text for
+    ``to_tsquery('simple', …)`` of the query's other terms, wanted and left out, asked
+    of the words column, or None; whether the two are the whole query). They are when
+    every phrase asked by its pairs is of two words, its pair being the phrase itself
+    (the pairs are made from the words' positions). A longer phrase, or one ending in a
+    prefix, is found in entries holding its pairs in another order too, so the whole
+    query (`tsquery_text`) is still to be checked on the entries found."""
+    if not query.searchable:
+        return None
+    pairs: list[str] = []
+    others: list[Term] = []
+    exact = True
+    for term in query.wanted:
+        found = _pairs(term)
+        if found:
+            pairs += [p for p in found if p not in pairs]
+            exact = exact and len(term.words) == 2 and not term.prefix and len(found) == 1
+        else:
+            others.append(term)
+    if not pairs:
+        return None
+    rest = [_tsquery_term(t) for t in others] + ["!" + _tsquery_term(t) for t in query.unwanted]
+    return " & ".join(f"'{p}'" for p in pairs), " & ".join(rest) or None, exact
 
 
 def _hits_pattern(query: Query) -> re.Pattern | None:

@@ -1,9 +1,11 @@
 """Search: every entry a store holds, found by its words, most relevant first.
 
 The index is the store's own (migration 0017_entry_search): FTS5 on SQLite, a generated
-tsvector column on PostgreSQL; it covers every entry, written here or landed by the
-relay, since the store writes it with the row. The query language and its rendering for
-each store are bus.rules.search; this module asks the store and shapes the answer.
+tsvector column on PostgreSQL (and since 0019_entry_search_pairs a second one of each
+pair of adjacent words, so a phrase is looked up by its pairs); it covers every
+entry, written here or landed by the relay, since the store writes it with the row. The
+query language and its rendering for each store are bus.rules.search; this module asks
+the store and shapes the answer.
 
 `search()` is the entry point of every face: `salon search`, the MCP tool `search`, the
 admin's text box (through `matching`) and `salon top`. It reads only: no cursor moves,
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -35,6 +37,15 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
 RANKED_MATCHES = 300
 DENSE_MATCHES = 5000
+# PostgreSQL: the share of a store's entries from which the rooms searched are a filter
+# rather than an index (_ranked).
+BROAD_ROOMS = 0.1
+# PostgreSQL: what the ranking query prices a page read out of order at (the server's
+# default is 4, a disk's seek): a store's entries are read from memory (shared buffers or
+# the page cache), where the newest-first scan a price of 4 prefers is the dearer plan for
+# a pair in ~1 % of the entries: `"on in"` at a million entries read 125,291 rows newest
+# first (113-126 ms) rather than its 8,453 entries through the pairs' index (10.6 ms).
+RANDOM_PAGE_COST = 1.1
 
 
 def search(
@@ -90,10 +101,8 @@ def matching(queryset: QuerySet, query: str) -> QuerySet:
     if not parsed.searchable:
         return queryset.none()
     if connection.vendor == "postgresql":
-        return queryset.extra(
-            where=["bus_entry.search @@ to_tsquery('simple', %s)"],
-            params=[rules.tsquery_text(parsed)],
-        )
+        condition, params = _tsquery_condition(parsed, "bus_entry")
+        return queryset.extra(where=[condition], params=params)
     match = rules.fts5_match(parsed)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -176,23 +185,39 @@ def _ranked(parsed: rules.Query, room_ids, where: list[str], params: list, limit
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             if room_ids is not None:
-                conditions = f" AND e.room_id IN ({', '.join(['%s'] * len(room_ids))})" + conditions
+                # Rooms holding a large share of the entries are a filter, not an index
+                # (`IS TRUE`: no index answers it, and the planner still weighs it by
+                # the column's statistics): it would list all their entries in a bitmap
+                # to AND with the words' (29 ms for the 300,966 entries of 3 rooms in 8
+                # at a million entries), more than reading the matches and skipping the
+                # others.
+                rooms_in = f"e.room_id IN ({', '.join(['%s'] * len(room_ids))})"
+                if _broad(room_ids):
+                    rooms_in = f"({rooms_in}) IS TRUE"
+                conditions = f" AND {rooms_in}" + conditions
                 params = [*room_ids, *params]
             # The tsquery is written out where it is used, not in a CTE: as a constant the
             # planner weighs it against the column's statistics (a word in most entries:
             # the newest-first index, stopped after RANKED_MATCHES; a rare one: the GIN
             # index). Behind a CTE it guessed 0.5 % for every query, and read all 958,472
             # matches of "the" at a million entries (3.5 s) to keep the newest 300.
-            tsquery = rules.tsquery_text(parsed)
-            cursor.execute(
-                "SELECT newest.id, ts_rank(newest.search, to_tsquery('simple', %s)) AS score "
-                "FROM (SELECT e.id, e.ts, e.search FROM bus_entry e "
-                f"WHERE e.search @@ to_tsquery('simple', %s){conditions} "
-                "ORDER BY e.ts DESC LIMIT %s) newest "
-                "ORDER BY score DESC, newest.ts DESC, newest.id DESC LIMIT %s",
-                [tsquery, tsquery, *params, RANKED_MATCHES, limit],
-            )
-            return [(row[0], float(row[1])) for row in cursor.fetchall()]
+            condition, matched = _tsquery_condition(parsed, "e")
+            # A page read out of order is priced as a read in order here (see
+            # RANDOM_PAGE_COST), for this query only.
+            with transaction.atomic():
+                cursor.execute(f"SET LOCAL random_page_cost = {RANDOM_PAGE_COST}")
+                cursor.execute(
+                    "SELECT newest.id, ts_rank(newest.search, to_tsquery('simple', %s)) "
+                    "AS score FROM (SELECT e.id, e.ts, e.search FROM bus_entry e "
+                    f"WHERE {condition}{conditions} "
+                    "ORDER BY e.ts DESC LIMIT %s) newest "
+                    "ORDER BY score DESC, newest.ts DESC, newest.id DESC LIMIT %s",
+                    [rules.tsquery_text(parsed), *matched, *params, RANKED_MATCHES, limit],
+                )
+                rows = [(row[0], float(row[1])) for row in cursor.fetchall()]
+                # Inside a caller's transaction, the price is the caller's again.
+                cursor.execute("SET LOCAL random_page_cost TO DEFAULT")
+            return rows
         # The index drives, newest first, the rooms narrowed inside it; bus_entry is read
         # for the candidates only (and, with a filter on its columns, for the matches
         # tried). Each candidate's hits are counted from FTS5's highlight().
@@ -208,6 +233,48 @@ def _ranked(parsed: rules.Query, room_ids, where: list[str], params: list, limit
         )
         rows = cursor.fetchall()
     return _by_relevance(rows, limit)
+
+
+def _broad(room_ids: list[int]) -> bool:
+    """PostgreSQL: whether these rooms hold at least BROAD_ROOMS of the store's entries
+    (as their last sequence numbers count them)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(last_seq) FILTER (WHERE id = ANY(%s)), 0), "
+            "coalesce(sum(last_seq), 0) FROM bus_room",
+            [list(room_ids)],
+        )
+        theirs, every = cursor.fetchone()
+    return every > 0 and float(theirs) >= BROAD_ROOMS * float(every)
+
+
+def _tsquery_condition(parsed: rules.Query, table: str) -> tuple[str, list]:
+    """PostgreSQL: the SQL condition (and its params) that the entries of `table` (the
+    table's name or alias in the query) match `parsed`.
+
+    A query with a phrase of words the parser keeps whole asks the pairs column for the
+    phrase's word pairs (migration 0019_entry_search_pairs) and the words column for its
+    other terms; both are indexed and weighed by their own statistics, so the planner
+    reads the newest entries of the rooms for a pair found in many entries and the
+    pairs' index for a rare one. A pair of common words ("is for") is in a few entries
+    where each of its words is in most. When the pairs are not the whole query (a phrase
+    of three words or more, or ending in a prefix), the whole query, order included, is
+    checked on the entries found through ts_match_vq: a function call the planner does
+    not send to the words' index (it would read every entry holding a common word).
+    Without a pair to ask, the whole query goes to the words column."""
+    full = rules.tsquery_text(parsed)
+    lookup = rules.tsquery_lookup(parsed)
+    if lookup is None:
+        return f"{table}.search @@ to_tsquery('simple', %s)", [full]
+    pairs, rest, exact = lookup
+    conditions, params = [f"{table}.search_pairs @@ %s::tsquery"], [pairs]
+    if rest is not None:
+        conditions.append(f"{table}.search @@ to_tsquery('simple', %s)")
+        params.append(rest)
+    if not exact:
+        conditions.append(f"ts_match_vq({table}.search, to_tsquery('simple', %s))")
+        params.append(full)
+    return " AND ".join(conditions), params
 
 
 def _by_relevance(rows, limit: int):
