@@ -287,22 +287,29 @@ def test_a_server_of_another_store_is_never_asked(env, server, tmp_path, monkeyp
     assert local.servers(other) == []
 
 
+def line_warning(env, cwd: Path, session: str) -> str:
+    """What a `salon mcp` that serves no hook line says on stderr, up to the warning's end."""
+    process = stdio_server(env, cwd, session)
+    try:
+        deadline = time.monotonic() + 30
+        warning = ""
+        while time.monotonic() < deadline and "hooks will not use this process" not in warning:
+            warning += process.stderr.readline()
+        assert "(they still work, more slowly)" in warning
+        return warning
+    finally:
+        process.stdin.close()
+        process.wait(15)
+
+
 def test_a_runtime_directory_open_to_others_is_neither_served_nor_used(
     env, webdir, tmp_path, no_django
 ):
     runtime_dir(env).mkdir(mode=0o755)
     runtime_dir(env).chmod(0o755)
-    process = stdio_server(env, project(tmp_path, "docs-site"), "open0000-0000-4000-8000-0")
-    try:
-        deadline = time.monotonic() + 30
-        warning = ""
-        while time.monotonic() < deadline and "not a private directory" not in warning:
-            warning += process.stderr.readline()
-        assert "hooks will not use this process" in warning
-        assert sockets(env) == []
-    finally:
-        process.stdin.close()
-        process.wait(15)
+    warning = line_warning(env, project(tmp_path, "docs-site"), "open0000-0000-4000-8000-0")
+    assert "not a private directory" in warning
+    assert sockets(env) == []
     # A socket planted there is not trusted either: the hook goes its own way (and, with
     # no Django, can only fail quietly) instead of printing what the planted one says.
     the_team(env, webdir)
@@ -330,18 +337,10 @@ def test_a_runtime_directory_too_deep_for_a_socket_is_named_with_what_to_do(env,
     deep = Path(env["TMPDIR"]) / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
     env = {**env, "TMPDIR": str(deep)}
-    process = stdio_server(env, project(tmp_path, "docs-site"), "deep0000-0000-4000-8000-0")
-    try:
-        deadline = time.monotonic() + 30
-        warning = ""
-        while time.monotonic() < deadline and "still work" not in warning:
-            warning += process.stderr.readline()
-        assert "longer than a socket's 107: set TMPDIR to a shorter directory" in warning
-        assert "not a private directory" not in warning
-        assert sockets(env) == []
-    finally:
-        process.stdin.close()
-        process.wait(15)
+    warning = line_warning(env, project(tmp_path, "docs-site"), "deep0000-0000-4000-8000-0")
+    assert "longer than a socket's 107: set TMPDIR to a shorter directory" in warning
+    assert "not a private directory" not in warning
+    assert sockets(env) == []
     # The commands still work, on the store themselves.
     the_team(env, webdir)
     send(env, api, "team", "QUESTION", "anyone down there?")
