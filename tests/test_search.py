@@ -135,6 +135,35 @@ def test_a_phrase_is_not_found_in_an_entry_holding_its_pairs_in_another_order(te
             assert cursor.fetchone()[0] is True
 
 
+@pytest.mark.parametrize(
+    ("query", "lookup"),
+    [
+        ('"is for"', ("'~is~for'", None, True)),
+        ('"IS FOR" cart -draft', ("'~is~for'", "('cart') & !('draft')", True)),
+        ('"is for the"', ("'~is~for' & '~for~the'", None, False)),
+        ('"to x2 fo"*', ("'~to~x2'", None, False)),
+        ('"1e10abc def"', None),  # the parser cuts 1e10abc: no pair to ask
+        ("cart total", None),
+        ("round*", None),
+    ],
+)
+def test_a_phrase_is_asked_of_the_pairs_column_as_its_pairs(query, lookup):
+    assert rules.tsquery_lookup(rules.parse_query(query)) == lookup
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the word pairs are PostgreSQL's")
+def test_on_postgresql_a_phrase_search_reads_the_pairs_column_and_a_word_search_does_not(team):
+    from django.test.utils import CaptureQueriesContext
+
+    web = make_seat("web", team)
+    held = send(web, team, "the fix is for the cart")["id"]
+    for query, pairs_read in (('"is for"', True), ("cart", False), ('"fix is for"', True)):
+        with CaptureQueriesContext(connection) as queries:
+            assert found(services.search.search(web, query)) == [held]
+        asked = " ".join(q["sql"] for q in queries.captured_queries)
+        assert ("search_pairs @@" in asked) is pairs_read, query
+
+
 def test_a_phrase_holding_a_word_the_parser_cuts_is_found_as_its_words_in_order(team):
     web = make_seat("web", team)
     held = send(web, team, "set 1e10abc to x2 for is")["id"]
