@@ -9,6 +9,7 @@ A, then B, then the peer: whatever loads the machine weighs on the three alike.
     git archive BEFORE | tar -x -C /tmp/before        # a plain export of the before
     python -m bench.ab /tmp/before . --rounds 6
     python -m bench.ab . . --settings-b bench.settings_sync_normal   # what the fsync costs
+    python -m bench.ab . --durable-peer      # one tree, the peer, and the peer that stores
 
 A tree is any directory holding this repository's code (a worktree, an export): its
 daemon runs with PYTHONPATH set to it, this process's harness drives both. Per round and
@@ -27,10 +28,13 @@ import asyncio
 import collections
 import contextlib
 import statistics
+import tempfile
 from pathlib import Path
 
 from bench import side_by_side as s
 from bench.common import loadavg, own_environment, raise_nofile
+
+DURABLE = "durable-peer"  # the peer keeping each message in SQLite before its push
 
 # (name, senders, sends per sender, gap between a push and the next send)
 KINDS = (
@@ -40,7 +44,9 @@ KINDS = (
 )
 
 
-async def compare(trees: list[tuple[str, Path, str]], rounds: int, notify: float) -> None:
+async def compare(
+    trees: list[tuple[str, Path, str]], rounds: int, notify: float, durable_peer: bool = False
+) -> None:
     arrivals = s.Arrivals()
     with contextlib.ExitStack() as servers:
         named = []
@@ -50,6 +56,10 @@ async def compare(trees: list[tuple[str, Path, str]], rounds: int, notify: float
                 (label, servers.enter_context(s.salon_server(PYTHONPATH=str(tree), **extra)))
             )
         named.append(("peer", servers.enter_context(s.peer_server())))
+        if durable_peer:
+            where = Path(servers.enter_context(tempfile.TemporaryDirectory()))
+            peer = s.peer_server(store=where / "peer.sqlite3")
+            named.append((DURABLE, servers.enter_context(peer)))
         async with contextlib.AsyncExitStack() as stack:
             sides = []
             for label, server in named:
@@ -66,7 +76,7 @@ async def compare(trees: list[tuple[str, Path, str]], rounds: int, notify: float
                             await s.closed_loop(side, arrivals, senders, sends, gap, tag)
                         )
                 for label, side in sides:
-                    if label != "peer" and notify:
+                    if label not in ("peer", DURABLE) and notify:
                         runs[label, "notify"].append(await s.notify_run(side, arrivals, 8, notify))
                 loads.append(loadavg())
                 s.say(f"  round {r + 1}/{rounds} done (load {loads[-1]})")
@@ -75,13 +85,17 @@ async def compare(trees: list[tuple[str, Path, str]], rounds: int, notify: float
         print(f"{label}: {tree}" + (f" ({settings})" if settings else ""))
     for kind, _, _, _ in KINDS:
         peer = s.Combined(runs["peer", kind])
+        durable = s.Combined(runs[DURABLE, kind]) if durable_peer else None
         print(f"{kind}: daemon CPU per send and push; push p50 / p99")
         for label, _ in sides:
             combined = s.Combined(runs[label, kind])
             rounds_ms = " ".join(f"{run.server_cpu / run.sent * 1000:.2f}" for run in combined.runs)
+            ratios = f"{combined.cpu_ms() / peer.cpu_ms():.2f}x the peer"
+            if durable is not None:
+                ratios += f", {combined.cpu_ms() / durable.cpu_ms():.2f}x {DURABLE}"
             print(
-                f"  {label}: {combined.cpu_ms():.3f} ms ({combined.cpu_ms() / peer.cpu_ms():.2f}x"
-                f" the peer; rounds {rounds_ms}); {combined.p(50):.2f} / {combined.p(99):.2f} ms"
+                f"  {label}: {combined.cpu_ms():.3f} ms ({ratios}; rounds {rounds_ms}); "
+                f"{combined.p(50):.2f} / {combined.p(99):.2f} ms"
             )
     for label, _ in sides:
         if runs[label, "notify"]:
@@ -97,19 +111,23 @@ async def compare(trees: list[tuple[str, Path, str]], rounds: int, notify: float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path, help="the first tree (the before)")
-    parser.add_argument("b", type=Path, help="the second tree (the after)")
+    parser.add_argument("b", type=Path, nargs="?", help="the second tree (the after)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--notify", type=float, default=5.0, help="seconds of /notify a round")
     parser.add_argument("--settings-a", default="", help="DJANGO_SETTINGS_MODULE for A")
     parser.add_argument("--settings-b", default="", help="DJANGO_SETTINGS_MODULE for B")
+    parser.add_argument(
+        "--durable-peer",
+        action="store_true",
+        help="also the peer keeping each message in SQLite (synchronous=FULL) before its push",
+    )
     args = parser.parse_args()
     own_environment()
     raise_nofile()
-    trees = [
-        ("A", args.a.resolve(), args.settings_a),
-        ("B", args.b.resolve(), args.settings_b),
-    ]
-    asyncio.run(compare(trees, args.rounds, args.notify))
+    trees = [("A", args.a.resolve(), args.settings_a)]
+    if args.b is not None:
+        trees.append(("B", args.b.resolve(), args.settings_b))
+    asyncio.run(compare(trees, args.rounds, args.notify, args.durable_peer))
 
 
 if __name__ == "__main__":

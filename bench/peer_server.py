@@ -8,22 +8,31 @@ empty, and answers the call with the labels it pushed to. No rooms, no ledger, n
 database: what a push costs when nothing is kept. bench/side_by_side.py runs it beside
 `salon serve` with the same clients.
 
+With `--store PATH` it keeps each message before pushing it, as little as a durable server
+can: one INSERT into a SQLite table (WAL, synchronous=FULL, as agent-salon ships) and its
+commit, on one writer thread so the event loop keeps serving during the fsync, and the
+push only after the commit. No rules, rooms, signature, index or ledger: what durability
+alone adds to a push server (bench.ab --durable-peer puts it beside the plain peer).
+
 Built from the SDK's own pieces: `mcp.server.lowlevel.Server` (handlers for tools/list
 and tools/call), its `StreamableHTTPSessionManager` (sessions, the POST and GET
 streams), under uvicorn. A session is registered when its `notifications/initialized`
 arrives (a server middleware sees it with the HTTP request, so with `?label=`), and
 forgotten on DELETE.
 
-    python -m bench.peer_server --port 9400
+    python -m bench.peer_server --port 9400 [--store /tmp/peer.sqlite3]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -104,6 +113,32 @@ class Registry:
 registry = Registry()
 
 
+class Store:
+    """The messages kept, one row each, committed before the push (--store)."""
+
+    def __init__(self, path: str) -> None:
+        # One thread writes, as one writer thread does in agent-salon.
+        self.writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store")
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS message (id INTEGER PRIMARY KEY, ts TEXT, "
+            "sender TEXT, type TEXT, recipients TEXT, content TEXT)"
+        )
+
+    def _keep(self, row: tuple) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("INSERT INTO message VALUES (?, ?, ?, ?, ?, ?)", row)
+        self.db.execute("COMMIT")
+
+    async def keep(self, *row) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.writer, self._keep, row)
+
+
+store: Store | None = None
+
+
 def _label(request: Request | None) -> str:
     return request.query_params.get("label", "") if request is not None else ""
 
@@ -155,6 +190,8 @@ async def call_tool(
     meta = {"id": str(entry_id), "ts": ts, "source": sender, "type": kind}
     if to:
         meta["to"] = ",".join(str(name) for name in to)
+    if store is not None:
+        await store.keep(entry_id, ts, sender, kind, meta.get("to", ""), text)
     push = ChannelNotification(params={"content": text, "meta": meta})
     targets = registry.addressed(_session_id(ctx.request), [str(name) for name in to])
     for target in targets:
@@ -213,7 +250,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--store", help="keep every message in this SQLite file first")
     args = parser.parse_args()
+    global store
+    if args.store:
+        store = Store(args.store)
     logging.basicConfig(level=logging.WARNING)
     uvicorn.run(build_app(), host=args.host, port=args.port, log_level="warning",
                 access_log=False, timeout_keep_alive=600)  # fmt: skip

@@ -181,16 +181,18 @@ def salon_server(**env: str) -> Iterator[Server]:
 
 
 @contextlib.contextmanager
-def peer_server() -> Iterator[Server]:
-    """`python -m bench.peer_server` on a free loopback port."""
+def peer_server(*, store: Path | None = None) -> Iterator[Server]:
+    """`python -m bench.peer_server` on a free loopback port; with `store`, each message
+    kept in that SQLite file before its push (--store)."""
     import httpx
 
     from tests.support import free_port
 
     port = free_port()
+    keep = ["--store", str(store)] if store else []
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "bench.peer_server", "--port", str(port)],
+            [sys.executable, "-m", "bench.peer_server", "--port", str(port), *keep],
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
