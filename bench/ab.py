@@ -12,7 +12,9 @@ A, then B, then the peer: whatever loads the machine weighs on the three alike.
     python -m bench.ab . --durable-peer      # one tree, the peer, and the peer that stores
 
 A tree is any directory holding this repository's code (a worktree, an export): its
-daemon runs with PYTHONPATH set to it, this process's harness drives both. Per round and
+daemon runs with PYTHONPATH set to it, this process's harness drives every server. With
+one tree and --durable-peer, the servers are that tree, the peer and the peer that keeps
+each message in SQLite before its push (bench/peer_server.py --store). Per round and
 server: 100 isolated sends (5 ms apart), 200 sends with 1 in flight, 8 x 60 with 8 in
 flight, and (agent-salon only) /notify with 8 posters for --notify seconds. Prints the
 daemon CPU per send (every round's value too), the ratio to the peer and the push latency.
