@@ -50,7 +50,7 @@ INITIALIZE_LINE = (
 def served(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
     """A `salon mcp` of another Claude Code session on the store of `env`, as Claude Code
     keeps one per session with the default (stdio) setup; with it comes the store's local
-    line (salon/daemon/line.py), which answers hooks and bus commands. Yields once it listens;
+    line (salond/line.py), which answers hooks and bus commands. Yields once it listens;
     stops it afterwards (it removes its socket)."""
     tmp = Path(env.get("TMPDIR") or tempfile.gettempdir())
     runtime = tmp / f"agent-salon-{os.getuid()}"

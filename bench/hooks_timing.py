@@ -222,7 +222,7 @@ def table(
         "*served*: a `salon mcp` of another session of the store is running — as with the "
         "default (stdio) setup, where Claude Code keeps one per session, or with `salon "
         "serve` — and the hook hands its work to it over the local line "
-        "(salon/daemon/line.py). *cold*: no "
+        "(salond/line.py). *cold*: no "
         "agent-salon process is running, the hook loads the ORM itself.",
         "",
         "| hook, scenario | served median ms | min | max | CPU ms | verdict "

@@ -9,9 +9,9 @@ Ringing (after a send, `ring_on_commit`):
   at commit, to every process that LISTENs, on any machine;
 * then, once committed and if the entry woke a seat, every ringer this process
   registered (`add_ringer`). The adapters register them, the domain never reaches up: a
-  daemon rings its own listeners of the seats (salon.daemon.host.Bells; never through
+  daemon rings its own listeners of the seats (salond.host.Bells; never through
   the channel layer) and, on SQLite, the other running servers of the store over their
-  local line (salon.daemon.line), as a command that works on the store itself does.
+  local line (salond.line), as a command that works on the store itself does.
 
 Pushing in the send (`Pusher`, registered by a process that hosts streams): the woken
 seats whose stream is open in the sending process have their push claimed inside the

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from salon.daemon import companions
+from salond import companions
 
 
 class McpGateConfig(AppConfig):

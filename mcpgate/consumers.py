@@ -26,8 +26,8 @@ from bus.rules import RuleError
 from mcpgate import delivery, metrics, protocol, sessions, tools
 from mcpgate.protocol import ProtocolError
 from mcpgate.streamhost import StreamHost, seat_group
-from salon.daemon.metrics import REQUEST_SECONDS
-from salon.daemon.streaming import RequestBody, StreamingHttpConsumer
+from salond.metrics import REQUEST_SECONDS
+from salond.streaming import RequestBody, StreamingHttpConsumer
 
 log = logging.getLogger("salon.mcp")
 
@@ -438,7 +438,7 @@ class McpConsumer(McpExchange, StreamingHttpConsumer):
     # -- the seat's doorbell -------------------------------------------------------
 
     async def join_seat(self, seat_id: int) -> None:
-        """Hear the seat's doorbell (this process's bells: salon.daemon.host.Bells) and its
+        """Hear the seat's doorbell (this process's bells: salond.host.Bells) and its
         group on the layer (another worker's stream of the seat announces a takeover)."""
         await self.join_group(seat_group(seat_id))
         self.host.bells.add(seat_id, self)

@@ -45,8 +45,8 @@ from bus import rules, services, signing, wire
 from bus.models import Entry, Seat
 from mcpgate import metrics, protocol, sessions, triage
 from mcpgate.models import McpSession
-from salon.daemon.host import LoopCalls
-from salon.daemon.streaming import KEEPALIVE_SECONDS
+from salond.host import LoopCalls
+from salond.streaming import KEEPALIVE_SECONDS
 
 log = logging.getLogger("salon.mcp")
 

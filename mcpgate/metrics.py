@@ -1,13 +1,13 @@
 """What a process that hosts MCP streams counts (Prometheus, through prometheus-client):
 pushes and open streams. salon.metrics exposes them at /metrics, with the request
-latency (salon.daemon.metrics) and the store's own figures. Processes that serve nothing
+latency (salond.metrics) and the store's own figures. Processes that serve nothing
 (a command, a hook) never touch these."""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, disable_created_metrics
 
-# One series per metric (salon.daemon.metrics says why).
+# One series per metric (salond.metrics says why).
 disable_created_metrics()
 
 PUSHES = Counter("salon_pushes", "Entries pushed to a live MCP stream.")

@@ -130,7 +130,7 @@ class StdioServer:
 
     async def keep_open(self, *, renew_groups: bool) -> None:
         """The ticker's keep-alive round: a pipe needs no bytes, and the server is in no
-        channel-layer group (its doorbell is its host's listener: salon.daemon.host)."""
+        channel-layer group (its doorbell is its host's listener: salond.host)."""
 
     async def run(self) -> None:
         # stdin first: initialize, ping and tools/list need no seat, so the client is
@@ -234,7 +234,7 @@ class StdioServer:
         for waiter in self.waiters:
             waiter.set()
 
-    def hear_bell(self, *, pushed: bool = False) -> None:  # salon.daemon.host.Bells
+    def hear_bell(self, *, pushed: bool = False) -> None:  # salond.host.Bells
         self.ring()  # a stdio server's pushes are never written by a send (no `pushed`)
 
     # -- requests ---------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The daemon of a process that hosts MCP streams (salon.daemon.host.Daemon, extended):
+"""The daemon of a process that hosts MCP streams (salond.host.Daemon, extended):
 its push path — the claimer, the keep-alive ticker, the delivery records and the outbox
 (mcpgate.delivery) — and the direct push a send in this process makes to a stream here
 (bus.bell.Pusher). A daemon worker (salon.asgi) and a `salon mcp` stdio server each have
@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 from bus import bell, groupcommit
 from bus.models import Seat
 from mcpgate import delivery, protocol
-from salon.daemon.host import Daemon
+from salond.host import Daemon
 
 
 def seat_group(seat_id: int) -> str:

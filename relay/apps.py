@@ -12,7 +12,7 @@ class RelayConfig(AppConfig):
     def ready(self) -> None:
         # The domain never reaches up: the bridge registers what it adds to the bus.
         from bus.services import rooms, serving
-        from salon.daemon import companions
+        from salond import companions
 
         rooms.add_room_notes(_room_notes)
         companions.add_companion(_bridge)

@@ -1,6 +1,6 @@
 """The bridge: carries the bridged rooms of this store to and from the relay (docs/RELAY.md).
 
-It runs inside the daemon (relay.apps registers `companion` with salon.daemon.companions, and the
+It runs inside the daemon (relay.apps registers `companion` with salond.companions, and the
 daemon starts it with its other work), or alone as `salon relay bridge` when no daemon
 runs. Per bridged room, one RoomLink:
 
@@ -459,7 +459,7 @@ async def sync_once(*, keys_path: Path | None = None, http=None) -> dict:
 
 
 async def companion(host) -> Bridge:
-    """What the daemon starts beside its streams (salon.daemon.companions.add_companion)."""
+    """What the daemon starts beside its streams (salond.companions.add_companion)."""
     return await Bridge().start()
 
 
@@ -468,7 +468,7 @@ async def run_alone() -> None:
     rings the store's other servers (a `salon mcp` of a session) over their local line."""
     from django.conf import settings
 
-    from salon.daemon import host, line
+    from salond import host, line
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,6 +1,6 @@
 """The ASGI entry point: one server process's daemon and its application.
 
-`daemon` (salon.daemon.host.Daemon, extended with MCP's push path by
+`daemon` (salond.host.Daemon, extended with MCP's push path by
 mcpgate.streamhost.StreamHost) owns what the process runs beside its requests: the push
 path, the doorbell, the local line and the companions other apps registered (the relay's
 bridge). `application` routes /mcp to the MCP endpoint (mcpgate.consumers: a POST

@@ -5,7 +5,7 @@ this module imports no Django until it must:
 
 * `salon hook KIND` goes to the never-failing hook runner (mcpgate.claude.runner);
 * a bus command (bus.management.verbs: send, inbox, agents, …) is parsed here and its
-  request goes to a running server of the store over the local line (salon.daemon.line); only
+  request goes to a running server of the store over the local line (salond.line); only
   when none answers does this process load the lean Django app set and answer it itself;
 * `salon mcp` starts with the lean app set too (Claude Code waits for it at every
   session start);
@@ -164,7 +164,7 @@ def _line(values: dict[str, str]):
     """How this process reaches its store: ready to open (salon.store), by a running
     server, else here (creating the tables first if the store is new)."""
     from salon import config, store
-    from salon.daemon.line import Line
+    from salond.line import Line
 
     where = store.prepare(values)
     return Line(

@@ -94,7 +94,7 @@ health = Health()
 
 async def asgi_healthz(scope, receive, send) -> None:
     """GET/HEAD /healthz: {"ok": true, "db": "ok"}, or 503 {"ok": false, "db": why}."""
-    from salon.daemon.metrics import REQUEST_SECONDS
+    from salond.metrics import REQUEST_SECONDS
 
     started = time.perf_counter()
     headers = [(b"content-type", b"application/json")]

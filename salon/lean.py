@@ -29,8 +29,8 @@ from django.http.request import split_domain_port
 from bus import strict
 from relay import views as relay_views
 from relay.webhook import MAX_BODY_BYTES
-from salon.daemon.metrics import REQUEST_SECONDS
-from salon.daemon.streaming import RequestBody
+from salond.metrics import REQUEST_SECONDS
+from salond.streaming import RequestBody
 
 # What Django's SecurityMiddleware and XFrameOptionsMiddleware add to every answer.
 COMMON_HEADERS = [

@@ -20,7 +20,7 @@ The page (bus.admin.live) opens it with an EventSource. What it sends:
 * `: keep-alive` after KEEPALIVE_SECONDS with nothing else sent.
 
 Entries of every process reach it the same way: the daemon's listener (bus.bell) hears
-every commit of the store and rings this process's board (salon.daemon.host.Board); each
+every commit of the store and rings this process's board (salond.host.Board); each
 stream then reads the entries after its positions from the store. The store is also
 looked at every PANES_SECONDS, so a lost ring costs latency, never an entry.
 
@@ -42,8 +42,8 @@ from django.conf import settings
 from bus import bell, live, strict
 from bus.admin.base import VIEW_PERMISSION
 from bus.admin.live import pane_html
-from salon.daemon.host import Daemon
-from salon.daemon.streaming import KEEPALIVE_SECONDS, StreamingHttpConsumer
+from salond.host import Daemon
+from salond.streaming import KEEPALIVE_SECONDS, StreamingHttpConsumer
 
 log = logging.getLogger("salon.live")
 

@@ -1,7 +1,7 @@
 """/metrics: Prometheus text (format 0.0.4) from prometheus-client's registry.
 
 In it: what this process counted (mcpgate.metrics: pushes, push failures, live streams;
-salon.daemon.metrics: request latency; the wake decisions of the sends it made, heard on
+salond.metrics: request latency; the wake decisions of the sends it made, heard on
 bus.signals), and two figures read from the store at scrape time: `salon_entries_total`
 (the sum of every room's sequence counter: one small query, whatever the table size,
 counting the entries of every process, commands and hooks included) and
@@ -17,8 +17,8 @@ from prometheus_client import REGISTRY, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from salon.daemon.metrics import REQUEST_SECONDS
 from salon.middleware import BothWaysMiddleware
+from salond.metrics import REQUEST_SECONDS
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 

@@ -158,14 +158,14 @@ try:
     _cfg = Settings(_values)
     _where = locate(_values)
     DB_PATH = Path(_where.db_path or os.path.join(_where.data_dir, DB_NAME))
-    # The store as salon.store names it for a command's local line (salon.daemon.line): a
+    # The store as salon.store names it for a command's local line (salond.line): a
     # server keys its line by this same string.
     STORE = _where.store
     DATABASE_URL = _cfg.text("DATABASE_URL")
     REDIS_URL = _cfg.text("REDIS_URL")
     DATABASES = {"default": _database(DATABASE_URL, DB_PATH)}
     # A running server answers a command's request only if the command's settings have
-    # the same key (salon.daemon.line).
+    # the same key (salond.line).
     SETTINGS_KEY = settings_key(_values)
     # How /healthz names this store (salon.store.fingerprint), and whether it is the
     # default one, which a command line needs nothing to find (`salon install`).

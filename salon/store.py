@@ -96,7 +96,7 @@ class Location(namedtuple("Location", "data_dir db_path database_url secret_path
 
     @property
     def store(self) -> str:
-        """The store's name, as salon.daemon.line keys servers by it."""
+        """The store's name, as salond.line keys servers by it."""
         return self.database_url or self.db_path
 
 
@@ -330,7 +330,7 @@ def describe(values: Mapping[str, str]) -> dict:
     them that run with other settings or another version, so that commands from here
     work on the store themselves. Django-free: `where` answers as fast as a hook."""
     from salon import config
-    from salon.daemon import line as local
+    from salond import line as local
 
     where = locate(values)
     store_name = where.store

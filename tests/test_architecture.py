@@ -1,7 +1,7 @@
 """The house's arrows point one way: the domain (bus/) stands alone, the daemon
-(salon/daemon/) sits on it, the adapters (mcpgate/, relay/) on both, the project (the
-rest of salon/) on top, and no package imports back. Under them all, the library
-patches (patches/) import nothing of the house.
+(salond/) sits on it, the adapters (mcpgate/, relay/) on both, the project (salon/) on
+top, and no package imports back: salon → {mcpgate, relay} → salond → bus → patches.
+Under them all, the library patches (patches/) import nothing of the house.
 
 Read from the source with `ast`, every import counts — those inside functions too.
 """
@@ -16,25 +16,24 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# The rooms of the house; the daemon is a room of its own inside salon/.
-PACKAGES = ("bus", "patches", "salon.daemon", "mcpgate", "relay", "salon")
-DAEMON = "salon.daemon"
-# Where the project wires the MCP adapter in: its URLs, its ASGI application, and the
-# command line (`salon mcp` and `salon hook` start the adapter's own entry points).
-PROJECT_WIRING = {"salon/urls.py", "salon/asgi.py", "salon/cli.py"}
+# The rooms of the house, each a top-level package.
+PACKAGES = ("bus", "patches", "salond", "mcpgate", "relay", "salon")
+DAEMON = "salond"
+# Which rooms each room may import: the whole house, drawn once.
+MAY_IMPORT = {
+    "patches": set(),
+    "bus": {"patches"},
+    DAEMON: {"bus", "patches"},
+    "mcpgate": {DAEMON, "bus", "patches"},
+    "relay": {DAEMON, "bus", "patches"},
+    "salon": {"mcpgate", "relay", DAEMON, "bus", "patches"},
+}
 
 
 def room_of(module: str, names: list[str] = ()) -> list[str]:
-    """The rooms a module name (and, for `from salon import x`, its names) belongs to."""
-    parts = module.split(".")
-    if parts[0] not in PACKAGES:
-        return []
-    if parts[0] == "salon":
-        if parts[1:2] == ["daemon"]:
-            return [DAEMON]
-        if len(parts) == 1 and names:
-            return [DAEMON if name == "daemon" else "salon" for name in names]
-    return [parts[0]]
+    """The rooms a module name belongs to."""
+    top = module.split(".")[0]
+    return [top] if top in PACKAGES else []
 
 
 def imports_of(path: Path) -> set[str]:
@@ -51,10 +50,7 @@ def imports_of(path: Path) -> set[str]:
 
 
 def files_of(room: str) -> list[Path]:
-    files = sorted((REPO / room.replace(".", "/")).rglob("*.py"))
-    if room == "salon":
-        files = [path for path in files if not path.is_relative_to(REPO / "salon" / "daemon")]
-    return files
+    return sorted((REPO / room).rglob("*.py"))
 
 
 def package_graph() -> dict[str, dict[str, list[str]]]:
@@ -67,31 +63,11 @@ def package_graph() -> dict[str, dict[str, list[str]]]:
     return graph
 
 
-def test_the_domain_imports_nothing_above_it():
-    arrows = package_graph()["bus"]
-    arrows.pop("patches", None)  # below it, not above
-    assert arrows == {}, f"bus/ reaches up: {arrows}"
-
-
-def test_the_library_patches_import_nothing_of_the_house():
-    arrows = package_graph()["patches"]
-    assert arrows == {}, f"patches/ reaches into the house: {arrows}"
-
-
-def test_the_daemon_imports_only_the_domain():
-    arrows = package_graph()[DAEMON]
-    assert set(arrows) <= {"bus"}, f"salon/daemon/ reaches into an adapter or up: {arrows}"
-
-
-def test_relay_and_mcpgate_do_not_import_each_other():
-    graph = package_graph()
-    assert "mcpgate" not in graph["relay"], graph["relay"]["mcpgate"]
-    assert "relay" not in graph["mcpgate"], graph["mcpgate"]["relay"]
-
-
-def test_the_project_imports_mcpgate_only_to_wire_it_in():
-    importers = set(package_graph()["salon"].get("mcpgate", []))
-    assert importers <= PROJECT_WIRING, sorted(importers - PROJECT_WIRING)
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_room_imports_only_the_rooms_below_it(package):
+    arrows = package_graph()[package]
+    upward = {room: files for room, files in arrows.items() if room not in MAY_IMPORT[package]}
+    assert upward == {}, f"{package}/ reaches up or across: {upward}"
 
 
 def test_no_import_circle_exists_between_packages():
@@ -182,7 +158,7 @@ def module_circles(package: str) -> list[list[str]]:
     return sorted(list(circle) for circle in circles)
 
 
-@pytest.mark.parametrize("package", ["bus", "mcpgate", "patches", "relay", "salon"])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_two_modules_import_each_other(package):
     assert module_circles(package) == []
 
@@ -203,7 +179,7 @@ def test_the_circle_checker_sees_a_circle_through_a_third_module(tmp_path, monke
     assert module_circles("pkgx") == [["pkgx.a", "pkgx.b", "pkgx.c"]]
 
 
-@pytest.mark.parametrize("package", ["bus", "mcpgate", "patches", "relay", "salon"])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_module_is_over_700_lines(package):
     long = {
         str(path.relative_to(REPO)): lines
@@ -214,12 +190,12 @@ def test_no_module_is_over_700_lines(package):
     assert long == {}, f"split these by what each part answers: {long}"
 
 
-def test_the_checker_tells_the_daemon_from_the_rest_of_salon(tmp_path):
+def test_the_checker_tells_the_daemon_from_the_project(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text("from salon import daemon\nfrom salon.daemon.line import Line\n")
+    sample.write_text("from salond.line import Line\nimport salond\n")
     assert imports_of(sample) == {DAEMON}
 
-    sample.write_text("from salon import config, daemon\n")
+    sample.write_text("from salon import config\nfrom salond import host\n")
     assert imports_of(sample) == {"salon", DAEMON}
 
 
@@ -231,7 +207,7 @@ def test_every_package_folder_is_in_pyprojects_package_list():
     )
     folders = {
         ".".join(init.parent.relative_to(REPO).parts)
-        for top in ("bus", "mcpgate", "patches", "relay", "salon")
+        for top in PACKAGES
         for init in (REPO / top).rglob("__init__.py")
         if "__pycache__" not in init.parts
     }

@@ -189,7 +189,7 @@ async def test_a_cli_send_with_sqlite_and_redis_reaches_a_stream_without_the_cli
             seat = await reader.seat()
             async with reader.stream() as stream:
                 await stream.next(comments=True)
-                # Started cold (its own TMPDIR: no server's local line, salon/daemon/line.py,
+                # Started cold (its own TMPDIR: no server's local line, salond/line.py,
                 # to answer it): this very process stores the entry, so its import
                 # profile is the sender's.
                 cold = tmp_path / "cold"

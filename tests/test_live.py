@@ -19,7 +19,7 @@ import pytest
 
 from bus import live
 from bus.bell import SqliteWatch
-from salon.daemon.host import Board
+from salond.host import Board
 from tests.claude_kit import API_SEAT, WEB_SEAT, api, ok, salon, send, web
 from tests.live_kit import (
     DOCS_SEAT,

@@ -1,4 +1,4 @@
-"""The local line (salon/daemon/line.py): hooks and bus commands have a running `salon mcp`
+"""The local line (salond/line.py): hooks and bus commands have a running `salon mcp`
 or `salon serve` of their store do the work, and do it themselves when none answers.
 
 To prove which process did the work, the hook or command is run with a `django` package
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from salon.daemon import line as local
+from salond import line as local
 from tests.claude_kit import (
     API_SEAT,
     WEB_SEAT,
@@ -493,7 +493,7 @@ def test_a_cli_send_rings_the_servers_of_its_store_over_their_sockets(env, webdi
 def test_a_ring_arriving_on_the_line_is_handed_to_the_servers_listener(short_tmp, monkeypatch):
     import asyncio
 
-    from salon.daemon.host import LineServer
+    from salond.host import LineServer
 
     monkeypatch.setenv("TMPDIR", short_tmp)
     heard = []

@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 from bus import services
 from mcpgate import metrics as serving
 from salon import metrics
-from salon.daemon.metrics import REQUEST_SECONDS
+from salond.metrics import REQUEST_SECONDS
 from tests.factories import RoomFactory
 
 # One sample line: name{labels} value

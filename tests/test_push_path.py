@@ -21,7 +21,7 @@ from django.db import connections
 from bus import services
 from bus.models import Seat, WakeDecision
 from patches import channels as layers
-from salon.daemon.host import LoopCalls
+from salond.host import LoopCalls
 from tests.factories import make_room, make_seat, send
 from tests.mcp_helpers import RawSession
 from tests.support import query_store
@@ -613,7 +613,7 @@ async def test_a_push_whose_stream_closed_before_the_commit_is_recorded_as_a_del
 
 
 async def test_the_stream_a_send_wrote_to_is_told_so_and_claims_nothing_while_a_wait_still_hears():
-    from salon.daemon.host import Bells
+    from salond.host import Bells
 
     class Listener:
         def __init__(self):

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from salon.daemon import line as local
+from salond import line as local
 from tests.security_kit import (
     TRACEBACK,
     Mcp,

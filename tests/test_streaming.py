@@ -1,4 +1,4 @@
-"""salon.daemon.streaming: a response kept open beside the dispatcher, and ended when its work
+"""salond.streaming: a response kept open beside the dispatcher, and ended when its work
 dies (security review of 2026-12-01, finding 11)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 
 from channels.testing import ApplicationCommunicator
 
-from salon.daemon.streaming import StreamingHttpConsumer
+from salond.streaming import StreamingHttpConsumer
 
 
 class DyingStream(StreamingHttpConsumer):

@@ -36,7 +36,7 @@ from mcpgate.claude.commandline import (
     store_env,
 )
 from mcpgate.claude.processes import HookInputError, is_headless, parse_flag
-from salon.daemon.line import open_for_writing, private_runtime_dir, runtime_dir
+from salond.line import open_for_writing, private_runtime_dir, runtime_dir
 
 # Kept out of the import: the fast paths need none of them (each costs milliseconds).
 TYPE_CHECKING = False
@@ -67,7 +67,7 @@ class HookContext:
     `prepare` once the fast path is ruled out: `rooms` (AGENT_SALON_ROOM), `store_env`
     (the variables a printed command needs to reach this store) and `python` (the
     interpreter those commands run). The whole context travels to a running server of
-    the store (salon.daemon.line) as `to_wire()`.
+    the store (salond.line) as `to_wire()`.
     """
 
     WIRE = ("kind", "payload", "agent", "session", "cwd", "headless", "store", "sqlite_path")
@@ -150,7 +150,7 @@ def read_payload(stream) -> dict:
 
 
 def hook_context(kind: str, payload: dict, environ: dict[str, str], store: str) -> HookContext:
-    """`store`: DATABASE_URL, or the SQLite file's absolute path (salon.daemon.line)."""
+    """`store`: DATABASE_URL, or the SQLite file's absolute path (salond.line)."""
     cwd = payload.get("cwd")
     if not isinstance(cwd, str) or not cwd:
         cwd = os.getcwd()
@@ -238,7 +238,7 @@ def stamp_fresh(path: str, seconds: float = BEAT_SECONDS) -> bool:
 def write_stamp(path: str, when: datetime | float | None) -> None:
     """Record the seat's last_seen (a datetime, or seconds since the epoch) as the
     stamp's mtime (best effort), only in a private runtime directory and never through a
-    link (salon.daemon.line.open_for_writing)."""
+    link (salond.line.open_for_writing)."""
     if when is None or private_runtime_dir() != os.path.dirname(path):
         return
     try:

@@ -31,7 +31,7 @@ from mcpgate.claude.hookinput import (
     write_stamp,
 )
 from mcpgate.claude.processes import HookInputError
-from salon.daemon.line import Line
+from salond.line import Line
 
 USAGE = (
     "usage: salon hook {session-start|stop|heartbeat|pre-edit|session-end} — run by Claude "

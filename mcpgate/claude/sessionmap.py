@@ -24,7 +24,7 @@ import os
 import time
 
 from mcpgate.claude import processes
-from salon.daemon.line import private_runtime_dir, runtime_dir
+from salond.line import private_runtime_dir, runtime_dir
 
 HEADER = "X-Salon-Claude-Session"
 WAIT_SECONDS = 1.5

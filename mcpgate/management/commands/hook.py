@@ -26,8 +26,8 @@ class Command(BusCommand):
         from django.conf import settings
 
         from mcpgate.claude.runner import run_hook
-        from salon.daemon.host import own_store
-        from salon.daemon.line import Line
+        from salond.host import own_store
+        from salond.line import Line
 
         sys.exit(
             run_hook(

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from bus.management.base import SalonCommand
 from salon import config, serving, store
-from salon.daemon import companions
+from salond import companions
 
 
 class Command(SalonCommand):

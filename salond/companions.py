@@ -1,6 +1,6 @@
 """What a daemon runs beside its streams, registered by other apps (the relay's bridge).
 
-Each companion is an async callable, called with the daemon (salon.daemon.host.
+Each companion is an async callable, called with the daemon (salond.host.
 Daemon) once it starts, returning what it started: an object with an async stop().
 Apps register in their AppConfig.ready; this module imports nothing, so registering costs
 a command's start-up nothing.

@@ -31,7 +31,7 @@ that host no streams (`ring`).
   committed — and the caller says so (Unanswered).
 
 Standard library only, and no asyncio: this half runs in hooks and commands on every
-turn. The servers' half is salon.daemon.host.LineServer.
+turn. The servers' half is salond.host.LineServer.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ object (Daemon) owns what such a process runs beside its requests:
 * the board of the operator's live view (`board`): the listener rings it for every new
   entry of the store, whoever wrote it, and each open live stream of this process reads
   the new entries from the store (salon.live);
-* the local line (salon.daemon.line): commands and hooks of the same store send it their
+* the local line (salond.line): commands and hooks of the same store send it their
   requests, answered by bus.management.ops on the database thread;
 * in a daemon (`run_companions=True`), what other apps registered to run beside it with
-  salon.daemon.companions (the relay's bridge), started with it and stopped with it.
+  salond.companions (the relay's bridge), started with it and stopped with it.
 
 Nothing starts at import or construction: `start()` does, once the event loop runs
 (`salon serve` calls it when daphne listens; a first request calls it too).
@@ -46,13 +46,13 @@ from django.conf import settings
 
 from bus import bell, strict
 from bus.management import ops
-from salon.daemon import companions, line
+from salond import companions, line
 
 log = logging.getLogger("salon.host")
 
 
 def own_store() -> str:
-    """This process's store, spelled as salon.daemon.line spells a client's."""
+    """This process's store, spelled as salond.line spells a client's."""
     return settings.STORE
 
 
