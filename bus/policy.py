@@ -240,7 +240,11 @@ def lint(policy: Policy, today: date) -> list[Problem]:
 def evaluate(
     key: str | None, writer: str, policy: Policy | str | bytes | None, now: datetime
 ) -> Verdict:
-    """The verdict of the receiving project's policy on one request.
+    """The verdict of the receiving project's policy on one request, in the order the
+    table of verdicts reads: free text, and a request the policy cannot judge, wake
+    (`_unjudged`); else the first grant that covers the key, reaches the writer and holds
+    today decides (`_decided`); else a grant for the key that does not reach this writer,
+    or has ended, denies (`_denied`); else nothing covers the key, and it wakes.
 
     `key`: the request's ask key as it arrived (None or empty: free text); `writer`: the
     seat name of whoever wrote it (`consumer-b#3f9c1a20`, `consumer-b@mac-mini#4289030d`);
@@ -250,45 +254,58 @@ def evaluate(
         raise ValueError("evaluate needs an aware datetime (UTC)")
     if key is None or key == "":
         return Verdict(WAKE, "free text (no ask key) is for a person")
+    if isinstance(policy, str | bytes):
+        policy = parse(policy)
+    unjudged = _unjudged(key, policy)
+    if unjudged is not None:
+        return unjudged
+    segments = key.split(":")
+    today = now.astimezone(UTC).date()
+    covering = [grant for grant in policy.grants if grant.covers(segments)]
+    for grant in covering:
+        name = grant.reaches(writer)
+        if name is not None and grant.holds_on(today):
+            return _decided(grant, name, key, segments)
+    return _denied(key, writer, covering, today) or Verdict(WAKE, _uncovered(key))
+
+
+def _uncovered(key: str) -> str:
+    return f"nothing in the policy covers {rules.shown_ask(key)}"
+
+
+def _unjudged(key: str, policy: Policy | None) -> Verdict | None:
+    """Attention fails open: no policy, a policy that cannot be read, and a key that is
+    not well-formed (a probe is never answered with a denial) all wake."""
     if policy is None:
         return Verdict(WAKE, "no policy: this project has not opted in")
-    if not isinstance(policy, Policy):
-        policy = parse(policy)
     if not policy.valid:
         return Verdict(
             WAKE,
             f"the policy cannot be read ({policy.problems[0]}): nothing is served until it "
             "is fixed",
         )
-    nothing = Verdict(WAKE, f"nothing in the policy covers {rules.shown_ask(key)}")
     if rules.ask_key_problem(key) is not None:
-        return nothing
-    segments = key.split(":")
-    today = now.astimezone(UTC).date()
-    covered = out_of_date = None
-    for grant in policy.grants:
-        if not grant.covers(segments):
-            continue
-        if covered is None:
-            covered = grant
-        name = grant.reaches(writer)
-        if name is None:
-            continue
-        if not grant.holds_on(today):
-            if out_of_date is None:
-                out_of_date = grant
-            continue
-        return _decided(grant, name, key, segments)
+        return Verdict(WAKE, _uncovered(key))
+    return None
+
+
+def _denied(key: str, writer: str, covering: list[Grant], today: date) -> Verdict | None:
+    """Data release fails closed: the key is granted, but not to this writer today. A
+    writer's own grant that has ended (or not begun) is named; else the first grant of
+    the key."""
+    if not covering:
+        return None
     shown = rules.shown_ask(key)
-    if out_of_date is not None:
-        if out_of_date.since > today:
-            why = f"your grant for {shown} begins on {out_of_date.since}"
-        else:
-            why = f"your grant for {shown} expired on {out_of_date.last_day}"
-        return Verdict(DENY, why, None, out_of_date.line)
-    if covered is not None:
-        return Verdict(DENY, f"no grant reaches {shown} for {writer}", None, covered.line)
-    return nothing
+    for grant in covering:
+        if grant.reaches(writer) is None:
+            continue
+        if grant.since > today:
+            return Verdict(
+                DENY, f"your grant for {shown} begins on {grant.since}", None, grant.line
+            )
+        why = f"your grant for {shown} expired on {grant.last_day}"
+        return Verdict(DENY, why, None, grant.line)
+    return Verdict(DENY, f"no grant reaches {shown} for {writer}", None, covering[0].line)
 
 
 def _decided(grant: Grant, name: str, key: str, segments: list[str]) -> Verdict:
@@ -325,11 +342,28 @@ def serve_environment(environ: Mapping[str, str], *, key: str, asker: str) -> di
 
 
 def _grant(table: dict, lines: _GrantLines) -> tuple[Grant | None, list[Problem]]:
+    """One `[[grant]]` table, checked key by key: every problem found, each at its line."""
     problems: list[Problem] = []
 
     def problem(key: str | None, text: str) -> None:
         problems.append(Problem(lines.of(key), text))
 
+    _check_keys(table, problem)
+    pattern = _pattern(table.get("ask"), lambda text: problem("ask", text))
+    to = _writers(table.get("to"), lambda text: problem("to", text))
+    since = _date(table, "since", lambda text: problem("since", text))
+    until = _date(table, "until", lambda text: problem("until", text))
+    if isinstance(since, date) and isinstance(until, date) and until < since:
+        problem("until", f"the grant ends ({until}) before it begins ({since}): it never holds")
+    serve, verdict = _action(table, pattern, problem)
+    if problems:
+        return None, problems
+    ask = table["ask"]
+    return Grant(lines.header, ask, pattern, to, since, until, serve, verdict, lines.keys), []
+
+
+def _check_keys(table: dict, problem) -> None:
+    """Unknown keys, and the three every grant needs."""
     for key in table:
         if key not in GRANT_KEYS:
             problem(
@@ -340,12 +374,10 @@ def _grant(table: dict, lines: _GrantLines) -> tuple[Grant | None, list[Problem]
     for key in ("ask", "to", "since"):
         if key not in table:
             problem(None, f"the grant has no {key}: every grant needs ask, to and since")
-    pattern = _pattern(table.get("ask"), lambda text: problem("ask", text))
-    to = _writers(table.get("to"), lambda text: problem("to", text))
-    since = _date(table, "since", lambda text: problem("since", text))
-    until = _date(table, "until", lambda text: problem("until", text))
-    if isinstance(since, date) and isinstance(until, date) and until < since:
-        problem("until", f"the grant ends ({until}) before it begins ({since}): it never holds")
+
+
+def _action(table: dict, pattern, problem) -> tuple[tuple[str, ...] | None, str | None]:
+    """What the grant does: exactly one of serve (a command) and verdict."""
     serve, verdict = table.get("serve"), table.get("verdict")
     if serve is not None and verdict is not None:
         problem("verdict", "the grant has both serve and verdict: keep one")
@@ -359,10 +391,7 @@ def _grant(table: dict, lines: _GrantLines) -> tuple[Grant | None, list[Problem]
             f"verdict {_shown(verdict)} is not one of gate, wake, deny "
             "(to answer by a command, write serve = [...] instead)",
         )
-    if problems:
-        return None, problems
-    ask = table["ask"]
-    return Grant(lines.header, ask, pattern, to, since, until, serve, verdict, lines.keys), []
+    return serve, verdict
 
 
 def _pattern(value: object, problem) -> tuple[str, ...] | None:
@@ -437,46 +466,58 @@ def _date(table: dict, key: str, problem) -> date | None:
     return value
 
 
+_SERVE_EXAMPLE = 'such as serve = ["scripts/status.sh", "{2}"]'
+
+
 def _serve(value: object, pattern: tuple[str, ...] | None, problem) -> tuple[str, ...] | None:
-    example = 'such as serve = ["scripts/status.sh", "{2}"]'
+    """A serve command, checked: its arguments, its program, its placeholders. The first
+    problem found is reported, and the grant serves nothing."""
+    why = _arguments_problem(value) or _program_problem(value[0])
+    why = why or _placeholders_problem(value[1:], pattern)
+    if why is not None:
+        problem(why)
+        return None
+    return tuple(value)
+
+
+def _arguments_problem(value: object) -> str | None:
     if not isinstance(value, list) or not value:
-        problem(f"serve must be a list of the command's arguments, {example}")
-        return None
+        return f"serve must be a list of the command's arguments, {_SERVE_EXAMPLE}"
     if len(value) > MAX_SERVE_ARGS:
-        problem(f"serve has {len(value)} arguments, over the limit of {MAX_SERVE_ARGS}")
-        return None
+        return f"serve has {len(value)} arguments, over the limit of {MAX_SERVE_ARGS}"
     for argument in value:
         if not isinstance(argument, str):
-            problem(f"each argument of serve must be text, not {_kind(argument)}")
-            return None
+            return f"each argument of serve must be text, not {_kind(argument)}"
         if "\0" in argument:
-            problem("an argument of serve holds a NUL character, which no command can take")
-            return None
-    program = value[0]
+            return "an argument of serve holds a NUL character, which no command can take"
+    return None
+
+
+def _program_problem(program: str) -> str | None:
     if not program:
-        problem(f"the program of serve is empty: name it first, {example}")
-        return None
+        return f"the program of serve is empty: name it first, {_SERVE_EXAMPLE}"
     if _PLACEHOLDER_RE.search(program):
-        problem(
+        return (
             f"the program of serve, {_shown(program)}, holds a placeholder: the asker would "
             "pick what runs; name the program itself and put {n} in its arguments"
         )
-        return None
     outside = program_outside(program)
-    if outside:
-        problem(f"the program of serve, {_shown(program)}, {outside}")
+    return f"the program of serve, {_shown(program)}, {outside}" if outside else None
+
+
+def _placeholders_problem(arguments: list[str], pattern: tuple[str, ...] | None) -> str | None:
+    if pattern is None:
         return None
-    for argument in value[1:]:
+    for argument in arguments:
         for match in _PLACEHOLDER_RE.finditer(argument):
             n = int(match.group(1)) if len(match.group(1)) < 4 else 0
-            if pattern is not None and not 1 <= n <= len(pattern):
-                problem(
+            if not 1 <= n <= len(pattern):
+                return (
                     f"the placeholder {match.group(0)} names no segment of the pattern "
                     f"{_shown(':'.join(pattern))} (it has {len(pattern)}: {{1}} to "
                     f"{{{len(pattern)}}})"
                 )
-                return None
-    return tuple(value)
+    return None
 
 
 def program_outside(program: str) -> str | None:

@@ -24,6 +24,7 @@ from django.db import connection
 from bus import rules, services, strict
 from bus.rules import RuleError
 from mcpgate import delivery, metrics, protocol, sessions, tools
+from mcpgate.arguments import validate_arguments
 from mcpgate.protocol import ProtocolError
 from mcpgate.streamhost import StreamHost, seat_group
 from salond.metrics import REQUEST_SECONDS
@@ -195,7 +196,7 @@ class McpExchange:
             tool, arguments = tools.prepare_call(binding, message.params)
         except tools.CallRefused as exc:
             return protocol.error_message(message.id, exc.code, exc.message), False
-        if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
+        if tool.name == "wait" and not validate_arguments(tool.schema, arguments):
             return Waiting(binding, arguments)
         seat_before = session.seat_id
         result = tools.run_tool(binding, tool, arguments)

@@ -30,7 +30,6 @@ Decisions where the MCP spec is silent or loose:
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Mapping
@@ -41,6 +40,7 @@ from typing import Any
 import mcp_types as types
 
 from bus import strict
+from mcpgate.arguments import shown_value
 from mcpgate.greeting import (  # noqa: F401 (the versions and the name are the protocol's)
     LATEST_VERSION,
     MAX_MESSAGE_BYTES,
@@ -204,50 +204,57 @@ def parse_message(data: object) -> Message:
         return ProtocolError(400, INVALID_REQUEST, message, reply_id)
 
     if data.get("jsonrpc") != "2.0":
-        got = _got(data["jsonrpc"]) if "jsonrpc" in data else "nothing"
+        got = shown_value(data["jsonrpc"]) if "jsonrpc" in data else "nothing"
         raise invalid(f'"jsonrpc" must be the string "2.0" (got {got}): add "jsonrpc": "2.0"')
-
     if "method" in data:
-        if "result" in data or "error" in data:
-            raise invalid(
-                'a message carries either "method" (request/notification) or "result"/"error" '
-                "(response), never both"
-            )
-        method = data["method"]
-        if not isinstance(method, str) or not method:
-            raise invalid(f'"method" must be a non-empty string, got {_json_kind(method)}')
-        params = data.get("params", {})
-        if not isinstance(params, dict):
-            raise invalid(
-                f'"params" must be an object, got {_json_kind(params)}: '
-                "send named parameters as an object, or leave params out"
-            )
-        if "id" not in data:
-            return Notification(method=method, params=params)
-        if not _is_json_id(raw_id):
-            raise invalid(
-                f'a request "id" must be a string or an integer, got {_json_kind(raw_id)}: '
-                'use a notification (no "id") if you expect no answer'
-            )
-        return Request(id=raw_id, method=method, params=params)
-
+        return _call(data, raw_id, invalid)
     if "result" in data or "error" in data:
-        if "result" in data and "error" in data:
-            raise invalid('a response carries "result" or "error", not both')
-        error = data.get("error")
-        if "error" in data and not isinstance(error, dict):
-            raise invalid(f'a response "error" must be an object, got {_json_kind(error)}')
-        # JSON-RPC lets an error response have a null id (the request was unreadable).
-        id_ok = _is_json_id(raw_id) or (raw_id is None and "error" in data and "id" in data)
-        if not id_ok:
-            got = _json_kind(raw_id) if "id" in data else "nothing"
-            raise invalid(f'a response "id" must be a string or an integer, got {got}')
-        return Response(id=raw_id, result=data.get("result"), error=error)
-
+        return _response(data, raw_id, invalid)
     raise invalid(
         'a JSON-RPC message needs a "method" (request or notification) '
         'or a "result"/"error" (response)'
     )
+
+
+def _call(data: dict, raw_id: object, invalid) -> Request | Notification:
+    """A message with a method: a request (it has an id) or a notification."""
+    if "result" in data or "error" in data:
+        raise invalid(
+            'a message carries either "method" (request/notification) or "result"/"error" '
+            "(response), never both"
+        )
+    method = data["method"]
+    if not isinstance(method, str) or not method:
+        raise invalid(f'"method" must be a non-empty string, got {_json_kind(method)}')
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise invalid(
+            f'"params" must be an object, got {_json_kind(params)}: '
+            "send named parameters as an object, or leave params out"
+        )
+    if "id" not in data:
+        return Notification(method=method, params=params)
+    if not _is_json_id(raw_id):
+        raise invalid(
+            f'a request "id" must be a string or an integer, got {_json_kind(raw_id)}: '
+            'use a notification (no "id") if you expect no answer'
+        )
+    return Request(id=raw_id, method=method, params=params)
+
+
+def _response(data: dict, raw_id: object, invalid) -> Response:
+    """A message with a result or an error: the client answering a request of ours."""
+    if "result" in data and "error" in data:
+        raise invalid('a response carries "result" or "error", not both')
+    error = data.get("error")
+    if "error" in data and not isinstance(error, dict):
+        raise invalid(f'a response "error" must be an object, got {_json_kind(error)}')
+    # JSON-RPC lets an error response have a null id (the request was unreadable).
+    id_ok = _is_json_id(raw_id) or (raw_id is None and "error" in data and "id" in data)
+    if not id_ok:
+        got = _json_kind(raw_id) if "id" in data else "nothing"
+        raise invalid(f'a response "id" must be a string or an integer, got {got}')
+    return Response(id=raw_id, result=data.get("result"), error=error)
 
 
 # ---------------------------------------------------------------- headers
@@ -560,138 +567,3 @@ def sse_comment(text: str = "") -> bytes:
     if not text:
         return b":\n\n"
     return "".join(f": {line}\n" for line in text.splitlines()).encode("utf-8") + b"\n"
-
-
-# ---------------------------------------------------------------- argument validation
-# The tool table's schemas are checked by `jsonschema` (Draft 2020-12, with one change:
-# an integer is a JSON integer, so 20.0 is refused); what is ours is the wording: each
-# problem names its argument and says what to send, every problem at once, in the order
-# a reader meets them (unknown keys, missing ones, then each argument in the schema's
-# order). A value of the wrong type, or outside its enum, is reported alone.
-
-_TYPE_WORDS = {"object": "an object", "string": "a string", "integer": "an integer",
-               "number": "a number", "boolean": "true or false", "array": "an array",
-               "null": "null"}  # fmt: skip
-
-
-@functools.cache
-def _strict_validator():
-    # Imported here: `salon mcp` and the hooks load this module and may never check one.
-    from jsonschema import Draft202012Validator, validators
-
-    integers = Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool)
-    )
-    return validators.extend(Draft202012Validator, type_checker=integers)
-
-
-def _show(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _got(value: object) -> str:
-    shown = f"'{value}'" if isinstance(value, str) else json.dumps(value)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
-
-
-def _plural(n: object, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _name(path) -> str:
-    """`to[1]`, `meta.b`, or "" for the arguments themselves."""
-    name = ""
-    for step in path:
-        name += f"[{step}]" if isinstance(step, int) else f".{step}" if name else str(step)
-    return name
-
-
-def _subject(path) -> str:
-    return f"'{_name(path)}'" if path else "arguments"
-
-
-def _types(e, s: str) -> str:
-    names = [e.validator_value] if isinstance(e.validator_value, str) else e.validator_value
-    return f"{s} must be " + " or ".join(_TYPE_WORDS.get(n, n) for n in names)
-
-
-_SAYS = {
-    "type": _types,
-    "enum": lambda e, s: (
-        f"{s} must be one of {', '.join(map(_show, e.validator_value))} (got {_got(e.instance)})"
-    ),
-    "minLength": lambda e, s: (
-        f"{s} must be at least {_plural(e.validator_value, 'character')} long"
-    ),
-    "maxLength": lambda e, s: (
-        f"{s} must be at most {_plural(e.validator_value, 'character')} long "
-        f"(got {len(e.instance)})"
-    ),
-    "minimum": lambda e, s: f"{s} must be at least {e.validator_value}",
-    "maximum": lambda e, s: f"{s} must be at most {e.validator_value}",
-    "minItems": lambda e, s: f"{s} must have at least {_plural(e.validator_value, 'item')}",
-    "maxItems": lambda e, s: f"{s} must have at most {_plural(e.validator_value, 'item')}",
-}
-
-
-def _said(error) -> list[tuple[tuple, str]]:
-    """(its place among the problems at its value, the message) for each problem one
-    error stands for: unknown keys first, then missing ones, then the value's own."""
-    path, value = list(error.absolute_path), error.instance
-    schema = error.schema if isinstance(error.schema, Mapping) else {}
-    properties = list(schema.get("properties") or {})
-    if error.validator == "additionalProperties" and error.validator_value is False:
-        if properties:
-            allowed = "allowed: " + ", ".join(properties)
-        else:
-            allowed = f"'{_name(path)}' takes no keys" if path else "this tool takes no arguments"
-        unknown = [key for key in value if key not in properties]
-        return [((0, i), f"unknown argument '{_name([*path, key])}' — {allowed}")
-                for i, key in enumerate(unknown)]  # fmt: skip
-    if error.validator == "required":
-        missing = [key for key in error.validator_value if key not in value]
-        return [((1, i), f"missing required argument '{_name([*path, key])}'")
-                for i, key in enumerate(missing)]  # fmt: skip
-    says = _SAYS.get(error.validator)
-    return [
-        ((-1, 0), says(error, _subject(path)) if says else f"{_subject(path)}: {error.message}")
-    ]
-
-
-def _place(path, schema: Mapping[str, Any], value: object) -> tuple:
-    """Where a reader meets a value: a property in the schema's order after the unknown
-    and missing keys; an item, or a key its additionalProperties checks, by index."""
-    steps = []
-    for step in path:
-        properties = list(schema.get("properties") or {})
-        if step in properties and isinstance(step, str):
-            steps.append((2, properties.index(step)))
-            schema = schema["properties"][step]
-        else:
-            steps.append((0, step if isinstance(step, int) else list(value).index(step)))
-            schema = schema.get("items" if isinstance(step, int) else "additionalProperties")
-        schema, value = schema if isinstance(schema, Mapping) else {}, value[step]
-    return tuple(steps)
-
-
-def validate_arguments(schema: Mapping[str, Any], args: object) -> list[str]:
-    """Check tool arguments against the schema the tool table advertises.
-
-    Returns one human message per problem, naming the argument; [] means valid.
-    Absent arguments (None) count as {}: clients omit them for tools without any.
-    """
-    args = {} if args is None else args
-    errors = list(_strict_validator()(schema).iter_errors(args))
-    # A value of the wrong type (a type error wins), or outside its enum, is told alone.
-    alone = {
-        tuple(e.absolute_path): e
-        for e in sorted(errors, key=lambda e: e.validator == "type")
-        if e.validator in ("type", "enum")
-    }
-    said = [
-        ((*_place(e.absolute_path, schema, args), where), message)
-        for e in errors
-        if all(tuple(e.absolute_path)[: len(p)] != p or e is a for p, a in alone.items())
-        for where, message in _said(e)
-    ]
-    return [message for _, message in sorted(said, key=lambda item: item[0])]

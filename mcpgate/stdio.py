@@ -32,6 +32,7 @@ from django.conf import settings
 from bus import services
 from bus.models import Seat
 from mcpgate import protocol, tools
+from mcpgate.arguments import validate_arguments
 from mcpgate.protocol import ProtocolError
 from mcpgate.streamhost import StreamHost
 
@@ -270,7 +271,7 @@ class StdioServer:
             return plain
         await self.setup  # the host runs: what the tool writes is rung and pushed
         tool, arguments = tools.prepare_call(self.binding, message.params)
-        if tool.name == "wait" and not protocol.validate_arguments(tool.schema, arguments):
+        if tool.name == "wait" and not validate_arguments(tool.schema, arguments):
             result = await self.wait(message, arguments)
         else:
             result = await database_sync_to_async(tools.run_tool)(self.binding, tool, arguments)

@@ -19,6 +19,7 @@ from bus import bell, services
 from bus.models import Room, Seat
 from bus.rules import RuleError
 from mcpgate import greeting, handlers, protocol, triage
+from mcpgate.arguments import validate_arguments
 from mcpgate.handlers import Binding
 
 WRITE_TOOLS = {
@@ -463,7 +464,7 @@ def prepare_call(binding: Binding, params: dict) -> tuple[Tool, dict]:
 
 def run_tool(binding: Binding, tool: Tool, arguments: dict) -> dict:
     """Run a tool synchronously and shape its MCP result."""
-    problems = protocol.validate_arguments(tool.schema, arguments)
+    problems = validate_arguments(tool.schema, arguments)
     if problems:
         return protocol.tool_error(f"{tool.name}: " + "; ".join(problems))
     try:

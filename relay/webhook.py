@@ -142,6 +142,22 @@ def parse_notify(data: object) -> Notify:
             f"the body must be a JSON object, got {_kind(data)}: send {EXAMPLE}",
             field="body",
         )
+    _refuse_unknown_fields(data)
+    content, to = _content(data), _addressees(data)
+    meta = data.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        _shape("meta", 'a JSON object (e.g. {"kind": "question"})', meta)
+    return Notify(
+        content=content,
+        to=to,
+        room=_optional_str(data, "room") or None,
+        type=_optional_str(data, "type") or None,
+        re=_optional_str(data, "re") or None,
+        meta=meta,
+    )
+
+
+def _refuse_unknown_fields(data: dict) -> None:
     unknown = [k for k in data if k not in FIELDS and k not in IGNORED_FIELDS]
     if unknown:
         name = unknown[0][:64]
@@ -152,6 +168,9 @@ def parse_notify(data: object) -> Notify:
             field=name,
             fields=list(FIELDS),
         )
+
+
+def _content(data: dict) -> str:
     if "content" not in data or data["content"] is None:
         raise NotifyError(
             422,
@@ -161,32 +180,25 @@ def parse_notify(data: object) -> Notify:
     content = data["content"]
     if not isinstance(content, str):
         _shape("content", "a string (the message text)", content)
+    return content
 
+
+def _addressees(data: dict) -> list[str]:
+    """`target` (agent-salon's one addressee) and `to` (a name or a list), merged in
+    order, blanks and repeats dropped."""
     to: list[str] = []
     target = _optional_str(data, "target")
     if target is not None:
         to.append(target)
     raw_to = data.get("to")
+    wanted = "a string or a list of strings (seat or agent names)"
     if isinstance(raw_to, str):
         to.append(raw_to)
     elif isinstance(raw_to, list):
         for item in raw_to:
             if not isinstance(item, str):
-                _shape("to", "a string or a list of strings (seat or agent names)", item)
+                _shape("to", wanted, item)
             to.append(item)
     elif raw_to is not None:
-        _shape("to", "a string or a list of strings (seat or agent names)", raw_to)
-    seen: set[str] = set()
-    merged = [n for n in (t.strip() for t in to) if n and not (n in seen or seen.add(n))]
-
-    meta = data.get("meta")
-    if meta is not None and not isinstance(meta, dict):
-        _shape("meta", 'a JSON object (e.g. {"kind": "question"})', meta)
-    return Notify(
-        content=content,
-        to=merged,
-        room=_optional_str(data, "room") or None,
-        type=_optional_str(data, "type") or None,
-        re=_optional_str(data, "re") or None,
-        meta=meta,
-    )
+        _shape("to", wanted, raw_to)
+    return list(dict.fromkeys(n for n in (t.strip() for t in to) if n))

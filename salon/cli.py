@@ -68,6 +68,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "salon.settings")
     command = argv[0] if argv else "help"
+    answered = _answered_before_settings(command, argv)
+    if answered is not None:
+        return answered
+    if command in SERVERS:
+        _take_back_sigint()
+    return guarded(_runner(command, argv))
+
+
+def _answered_before_settings(command: str, argv: list[str]) -> int | None:
+    """What is answered before any setting is read: the hooks, the version, help, and a
+    refusal of an option nobody knows."""
     if command == "hook":
         # Claude Code hooks never fail a turn, not even on a malformed setting: the hook
         # runner reads the settings itself and always exits 0.
@@ -79,21 +90,26 @@ def main(argv: list[str] | None = None) -> int:
         return _help(argv[1:])
     if command.startswith("-") and not _django_options(argv):
         return _unknown(command, ["--help", "-h", "--version"], what="option")
-    if command == "where" and not _django_options(argv):
-        return guarded(lambda: run_where(argv[1:]))
-    if command in SERVERS:
-        _take_back_sigint()
+    return None
+
+
+def _runner(command: str, argv: list[str]) -> Callable[[], int]:
+    """What runs the command: the lightest path that can (no Django where none is
+    needed; the lean app set where it is enough), else Django's own dispatcher."""
+    plain = not _django_options(argv)
+    if command == "where" and plain:
+        return lambda: run_where(argv[1:])
     if argv == ["mcp"]:
-        return guarded(lambda: run_stdio(argv))
+        return lambda: run_stdio(argv)
     if command == "join" and any(arg.startswith("salon-join:") for arg in argv[1:]):
-        return guarded(lambda: _prepare(argv) or _run_django(["relay", *argv]))
+        return lambda: _prepare(argv) or _run_django(["relay", *argv])
     from bus.management import verbs
 
-    if verbs.find(command) and not _django_options(argv):
-        return guarded(lambda: run_verb(argv))
-    if command in LEAN_COMMANDS and not _django_options(argv):
-        return guarded(lambda: _prepare(argv) or run_lean(argv))
-    return guarded(lambda: _prepare(argv) or _run(argv))
+    if verbs.find(command) and plain:
+        return lambda: run_verb(argv)
+    if command in LEAN_COMMANDS and plain:
+        return lambda: _prepare(argv) or run_lean(argv)
+    return lambda: _prepare(argv) or _run(argv)
 
 
 def _run(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ import pytest
 
 from mcpgate import greeting
 from mcpgate import protocol as p
+from mcpgate.arguments import validate_arguments
 from mcpgate.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -832,17 +833,17 @@ def test_valid_arguments_give_no_messages():
         "advance": False,
         "meta": {"kind": "question"},
     }
-    assert p.validate_arguments(SEND_SCHEMA, args) == []
+    assert validate_arguments(SEND_SCHEMA, args) == []
 
 
 def test_unknown_argument_is_named():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "foo": 1}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "foo": 1}) == [
         "unknown argument 'foo' — allowed: text, room, type, to, limit, timeout, advance, meta"
     ]
 
 
 def test_each_unknown_argument_is_reported():
-    messages = p.validate_arguments(
+    messages = validate_arguments(
         {"type": "object", "properties": {"a": {}}, "additionalProperties": False}, {"x": 1, "y": 2}
     )
     assert messages == [
@@ -853,87 +854,83 @@ def test_each_unknown_argument_is_reported():
 
 def test_an_argument_to_a_tool_without_arguments_says_it_takes_none():
     schema = {"type": "object", "properties": {}, "additionalProperties": False}
-    assert p.validate_arguments(schema, {"room": "team"}) == [
+    assert validate_arguments(schema, {"room": "team"}) == [
         "unknown argument 'room' — this tool takes no arguments"
     ]
 
 
 def test_unknown_arguments_pass_when_additional_properties_are_allowed():
-    assert p.validate_arguments({"type": "object", "properties": {}}, {"x": 1}) == []
+    assert validate_arguments({"type": "object", "properties": {}}, {"x": 1}) == []
 
 
 def test_a_missing_required_argument_is_named():
-    assert p.validate_arguments(SEND_SCHEMA, {"room": "team"}) == [
-        "missing required argument 'text'"
-    ]
+    assert validate_arguments(SEND_SCHEMA, {"room": "team"}) == ["missing required argument 'text'"]
 
 
 def test_absent_arguments_count_as_an_empty_object():
-    assert p.validate_arguments(SEND_SCHEMA, None) == ["missing required argument 'text'"]
+    assert validate_arguments(SEND_SCHEMA, None) == ["missing required argument 'text'"]
 
 
 def test_arguments_that_are_not_an_object_are_refused():
-    assert p.validate_arguments(SEND_SCHEMA, ["hi"]) == ["arguments must be an object"]
+    assert validate_arguments(SEND_SCHEMA, ["hi"]) == ["arguments must be an object"]
 
 
 def test_an_integer_argument_refuses_a_string():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": "20"}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": "20"}) == [
         "'limit' must be an integer"
     ]
 
 
 def test_bool_is_not_an_integer():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": True}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": True}) == [
         "'limit' must be an integer"
     ]
 
 
 def test_a_float_is_not_an_integer():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": 20.0}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": 20.0}) == [
         "'limit' must be an integer"
     ]
 
 
 def test_bool_is_not_a_number():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "timeout": False}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "timeout": False}) == [
         "'timeout' must be a number"
     ]
 
 
 def test_an_integer_is_a_number():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "timeout": 30}) == []
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "timeout": 30}) == []
 
 
 def test_a_boolean_argument_refuses_a_string():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "advance": "false"}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "advance": "false"}) == [
         "'advance' must be true or false"
     ]
 
 
 def test_a_string_argument_refuses_a_number():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": 5}) == ["'text' must be a string"]
+    assert validate_arguments(SEND_SCHEMA, {"text": 5}) == ["'text' must be a string"]
 
 
 def test_an_array_argument_refuses_a_string():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "to": "api"}) == [
-        "'to' must be an array"
-    ]
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "to": "api"}) == ["'to' must be an array"]
 
 
 def test_array_items_are_checked_and_named_by_index():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "to": ["api", 7]}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "to": ["api", 7]}) == [
         "'to[1]' must be a string"
     ]
 
 
 def test_an_object_argument_refuses_an_array():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "meta": []}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "meta": []}) == [
         "'meta' must be an object"
     ]
 
 
 def test_additional_properties_schema_checks_every_extra_value():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "meta": {"a": "x", "b": 2}}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "meta": {"a": "x", "b": 2}}) == [
         "'meta.b' must be a string"
     ]
 
@@ -950,7 +947,7 @@ def test_nested_object_problems_are_named_with_their_path():
             }
         },
     }
-    assert p.validate_arguments(schema, {"opts": {"m": 1}}) == [
+    assert validate_arguments(schema, {"opts": {"m": 1}}) == [
         "unknown argument 'opts.m' — allowed: n",
         "missing required argument 'opts.n'",
     ]
@@ -961,82 +958,80 @@ def test_a_nested_object_without_properties_says_it_takes_no_keys():
         "type": "object",
         "properties": {"opts": {"type": "object", "additionalProperties": False}},
     }
-    assert p.validate_arguments(schema, {"opts": {"m": 1}}) == [
+    assert validate_arguments(schema, {"opts": {"m": 1}}) == [
         "unknown argument 'opts.m' — 'opts' takes no keys"
     ]
 
 
 def test_an_enum_value_outside_the_list_names_the_choices():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "type": "NOTE"}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "type": "NOTE"}) == [
         "'type' must be one of QUESTION, ANSWER, FACT, REQUEST (got 'NOTE')"
     ]
 
 
 def test_an_enum_does_not_confuse_true_with_1():
-    assert p.validate_arguments({"enum": [1, 2]}, True) == [
+    assert validate_arguments({"enum": [1, 2]}, True) == [
         "arguments must be one of 1, 2 (got true)"
     ]
 
 
 def test_a_long_value_is_shortened_in_the_enum_message():
-    message = p.validate_arguments({"enum": ["a"]}, "x" * 100)[0]
+    message = validate_arguments({"enum": ["a"]}, "x" * 100)[0]
     assert message == "arguments must be one of a (got '" + "x" * 56 + "...)"
 
 
 def test_minimum_is_enforced():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": 0}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "limit": 0}) == [
         "'limit' must be at least 1"
     ]
 
 
 def test_maximum_is_enforced():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "timeout": 300.5}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "timeout": 300.5}) == [
         "'timeout' must be at most 300"
     ]
 
 
 def test_min_length_is_enforced():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": ""}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": ""}) == [
         "'text' must be at least 1 character long"
     ]
 
 
 def test_max_length_is_enforced_and_reports_the_length():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "x" * 12}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "x" * 12}) == [
         "'text' must be at most 10 characters long (got 12)"
     ]
 
 
 def test_max_items_is_enforced():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "to": ["a", "b", "c", "d"]}) == [
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "to": ["a", "b", "c", "d"]}) == [
         "'to' must have at most 3 items"
     ]
 
 
 def test_min_items_is_enforced():
-    assert p.validate_arguments({"type": "array", "minItems": 1}, []) == [
+    assert validate_arguments({"type": "array", "minItems": 1}, []) == [
         "arguments must have at least 1 item"
     ]
 
 
 def test_a_type_list_allows_null():
     schema = {"type": "object", "properties": {"re": {"type": ["string", "null"]}}}
-    assert p.validate_arguments(schema, {"re": None}) == []
+    assert validate_arguments(schema, {"re": None}) == []
 
 
 def test_a_type_list_names_every_allowed_type():
     schema = {"type": "object", "properties": {"re": {"type": ["string", "null"]}}}
-    assert p.validate_arguments(schema, {"re": 3}) == ["'re' must be a string or null"]
+    assert validate_arguments(schema, {"re": 3}) == ["'re' must be a string or null"]
 
 
 def test_a_wrong_type_is_reported_once_without_further_checks():
-    assert p.validate_arguments(SEND_SCHEMA, {"text": "hi", "type": 5}) == [
-        "'type' must be a string"
-    ]
+    assert validate_arguments(SEND_SCHEMA, {"text": "hi", "type": 5}) == ["'type' must be a string"]
 
 
 def test_every_problem_is_reported_at_once():
-    assert p.validate_arguments(SEND_SCHEMA, {"limit": 0, "bogus": 1}) == [
+    assert validate_arguments(SEND_SCHEMA, {"limit": 0, "bogus": 1}) == [
         "unknown argument 'bogus' — allowed: text, room, type, to, limit, timeout, advance, meta",
         "missing required argument 'text'",
         "'limit' must be at least 1",
@@ -1046,7 +1041,7 @@ def test_every_problem_is_reported_at_once():
 def test_a_schema_keyword_beyond_the_usual_ones_is_checked_too():
     # jsonschema knows the whole draft; a keyword without our own wording keeps its own.
     schema = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}
-    assert p.validate_arguments(schema, {"id": "A1"}) == ["'id': 'A1' does not match '^[a-z]+$'"]
+    assert validate_arguments(schema, {"id": "A1"}) == ["'id': 'A1' does not match '^[a-z]+$'"]
 
 
 def test_every_tool_advertises_a_valid_schema_and_is_checked_against_it():

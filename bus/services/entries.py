@@ -7,9 +7,7 @@ within a room seq order is commit order on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
@@ -29,7 +27,7 @@ from bus.models import (
     WakeDecision,
 )
 from bus.rules import RuleError, UnknownAddressee
-from bus.services import recording, requests, rooms, seats, telling, triage
+from bus.services import deciding, recording, requests, rooms, seats, telling, triage
 from bus.services import roster as rosters
 from patches.django import CompiledInsert
 
@@ -99,9 +97,9 @@ def send_entry(
             sender_addr=sender_addr,
             sender_session=sender_session,
         )
-        decided = _decide(entry, room_row, seat, re_entry, ts, roster=roster)
+        decided = deciding.decide(entry, room_row, seat, re_entry, ts, roster)
         if asked is not None:
-            _hold(decided, asked)
+            deciding.hold(decided, asked)
         _record(entry, decided, sender=seat)
         if asked is not None and asked.verdict is not None:
             requests.record(entry=entry, asked=asked, writer=seat.name, at=ts)
@@ -191,10 +189,10 @@ def land_entry(
                 sender_addr=sender_addr[:64],
             )
             roster = rosters.of_room(room_row.pk, stamp)
-            decided = _decide(entry, room_row, seat, re_entry, at, roster)
+            decided = deciding.decide(entry, room_row, seat, re_entry, at, roster)
             asked = requests.ask_of_landing(meta, entry_type, names, seat.name)
             if asked is not None:
-                _hold(decided, asked)
+                deciding.hold(decided, asked)
             _record(entry, decided, sender=seat)
             if asked is not None:
                 requests.record(entry=entry, asked=asked, writer=seat.name, at=at)
@@ -326,130 +324,7 @@ def _refuse_unstorable(content: str, meta: dict) -> None:
             raise RuleError(f"meta holds {problem}: remove it and send again")
 
 
-@dataclass
-class Decided:
-    """The wake rule for every reader of the room, before anything is written: the
-    ledger rows (of the seats the entry is a claim on, woken or quieted), the count of
-    every other reason, what `send` answers (`wakes`, `notices`) and the woken seats to
-    ring. `there`: the seats of other machines the entry is a claim on, woken or quiet as
-    their own machine decides (it knows their quiet and liveness; this one does not), so
-    `send` never says of them that they are woken or quiet."""
-
-    rows: list[WakeDecision]
-    unwoken: Counter[str]
-    reasons: Counter[str]
-    wakes: list[str]
-    notices: list[str]
-    woken_ids: list[int]
-    at: datetime
-    there: list[str]
-
-
-def _decide(
-    entry: Entry,
-    room: Room,
-    sender: Seat,
-    re_entry: Entry | None,
-    at: datetime,
-    roster: rosters.Roster,
-) -> Decided:
-    facts = rules.EntryFacts(
-        sender_seat=sender.name,
-        type=entry.type,
-        to=tuple(entry.to),
-        re_author=re_entry.sender if re_entry else None,
-    )
-    members = [m for m in roster.current if m.pk != sender.pk]
-    reasons: Counter[str] = Counter()  # every reader's decision, counted by reason
-    unwoken: Counter[str] = Counter()  # decisions with no ledger row: counted per entry
-    asked = members
-    if facts.to:
-        # decide_wake's second step, by lookup: a reader `to` does not name is
-        # not_addressed; only the others are asked.
-        asked = [m for m in roster.named_by(facts.to) if m.pk != sender.pk]
-        if len(asked) < len(members):
-            reasons["not_addressed"] = unwoken["not_addressed"] = len(members) - len(asked)
-    readers = rosters.readers(asked)
-    rows, wakes, woken_ids, there = [], [], [], []
-    for reader in readers:
-        decision = rules.decide_wake(facts, reader.member.facts, at)
-        reasons[decision.reason] += 1
-        if not (decision.woken or decision.reason == "quiet"):
-            unwoken[decision.reason] += 1
-            continue
-        liveness = reader.liveness(at)
-        rows.append(
-            WakeDecision(
-                entry_id=entry.id,
-                seat_id=reader.pk,
-                seat_name=reader.name,
-                room_id=room.pk,
-                seq=entry.seq,
-                woken=decision.woken,
-                reason=decision.reason,
-                decided_at=at,
-                listener=reader.listener(at, liveness),
-                gone=liveness == rules.GONE,
-            )
-        )
-        if rules.decided_there(reader.name):
-            there.append(reader.name)
-        elif decision.woken:
-            woken_ids.append(reader.pk)
-            if liveness != rules.GONE:
-                wakes.append(reader.name)
-    # The live seats that were not woken are counted only for the notice of an entry
-    # that wakes nobody (rules.send_notices): the only one that names them.
-    other_live = 0
-    if not wakes and not there:
-        everyone = readers if asked is members else rosters.readers(members)
-        other_live = sum(
-            1 for r in everyone if r.liveness(at) == rules.LIVE and not rules.decided_there(r.name)
-        )
-
-    statuses = []
-    local = [r for r in readers if not rules.decided_there(r.name)]
-    for name in entry.to:  # `readers` are exactly the readers `to` names
-        matching = [r for r in local if rules.addressed_to([name], r.member.facts)]
-        if not matching and any(rules.addressed_to([name], r.member.facts) for r in readers):
-            continue  # only seats of other machines: their own machine tells of them
-        quiet = [r for r in matching if r.is_quiet(at)]
-        all_quiet = bool(matching) and len(quiet) == len(matching)
-        statuses.append(
-            rules.AddresseeStatus(
-                name=name,
-                live_seats=sum(1 for r in matching if r.liveness(at) == rules.LIVE),
-                unknown_seats=sum(1 for r in matching if r.liveness(at) == rules.UNKNOWN),
-                quiet_until=max((r.quiet_until for r in quiet if r.quiet_until), default=None)
-                if all_quiet
-                else None,
-                quiet_forever=all_quiet and any(r.quiet_until is None for r in quiet),
-            )
-        )
-    notices = rules.send_notices(
-        to_status=statuses,
-        woken=sorted(wakes),
-        other_live_seats=other_live,
-        type=entry.type,
-        to=entry.to,
-        content_length=len(entry.content),
-        long_chars=settings.LONG_CHARS,
-        inbox_chars=settings.INBOX_CHARS,
-    )
-    return Decided(rows, unwoken, reasons, sorted(wakes), notices, woken_ids, at, sorted(there))
-
-
-def _hold(decided: Decided, asked: requests.Asked) -> None:
-    """A request the policy serves, gates or denies wakes nobody in the receiving project:
-    its woken rows are held (requests.hold), and nobody is named, pushed or rung."""
-    if not asked.holds:
-        return
-    held = set(requests.hold(decided.rows))
-    decided.wakes = []
-    decided.woken_ids = [pk for pk in decided.woken_ids if pk not in held]
-
-
-def _record(entry: Entry, decided: Decided, *, sender: Seat) -> None:
+def _record(entry: Entry, decided: deciding.Decided, *, sender: Seat) -> None:
     """Write the entry and its decisions, inside the sending transaction, and what follows
     its commit: the pushes claimed here, the doorbell, the signals.
 

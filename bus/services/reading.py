@@ -63,51 +63,15 @@ def read_inbox(
             m.room_id: m
             for m in Membership.objects.current().filter(seat=seat, room__in=rooms_read)
         }
-        per_room: list[list[Entry]] = []
-        counts = {"unread": 0, "unreadForMe": 0, "unreadWaking": 0, "countsCapped": False}
-        for room_row in rooms_read:
-            membership = memberships[room_row.pk]
-            unread = _after_cursor(seat, room_row, membership.cursor)
-            held = list(_held(seat, membership).select_related("room")[:limit])
-            per_room.append(held + list(unread.select_related("room")[: limit - len(held)]))
-            here = _unread_counts(seat, membership, unread)
-            counts = {
-                key: (value or here[key]) if key == "countsCapped" else value + here[key]
-                for key, value in counts.items()
-            }
+        per_room, counts = _unread_of_rooms(seat, rooms_read, memberships, limit)
         # What is returned is a prefix of each room's unread: its cursor moves over just that.
         batch = list(itertools.islice(rules.oldest_first(per_room), limit))
         if advance:
-            furthest: dict[int, int] = {}
-            for entry in batch:
-                furthest[entry.room_id] = max(furthest.get(entry.room_id, 0), entry.seq)
-            for room_id, seq in furthest.items():
-                membership = memberships[room_id]
-                if seq <= membership.cursor:  # only held entries were read: fewer are held
-                    Membership.objects.filter(pk=membership.pk, held_from__lt=seq).update(
-                        held_from=seq
-                    )
-                    continue
-                Membership.objects.filter(pk=membership.pk, cursor__lt=seq).update(
-                    cursor=seq, held_from=None
-                )
+            _advance_cursors(batch, memberships)
         woken = _woken_ids(seat, batch)
         # What the seat is shown is told: no other path repeats it (bus.services.telling).
         telling.mark_read_as_told(seat=seat, entry_ids=[e.id for e in batch if e.id in woken])
-        entries, held_back = [], {}
-        for row in batch:
-            clip = rules.clip(row.content, 0 if row.id in woken else settings.INBOX_CHARS)
-            held_back[row.room_id] = held_back.get(row.room_id, 0) + clip.held_back
-            entries.append(wire.entry(row, reader=seat, woken=row.id in woken, clip=clip))
-        # Counted in the same commit: no second write, no second fsync.
-        for room_row in rooms_read:
-            read_here = [e for e in entries if e["room"] == room_row.name]
-            if read_here:
-                recording.quietly(
-                    lambda r=room_row, e=read_here: recording.count_reading(
-                        seat, r, e, held_back[r.pk]
-                    )
-                )
+        entries = _shown_and_counted(seat, rooms_read, batch, woken)
     more = max(counts["unread"] - len(batch), 0)
     return {
         "room": rooms_read[0].name if room else None,
@@ -120,6 +84,57 @@ def read_inbox(
         **counts,
         "tampered": wire.tampered_count(entries),
     }
+
+
+def _unread_of_rooms(
+    seat: Seat, rooms_read: list, memberships: dict, limit: int
+) -> tuple[list[list[Entry]], dict]:
+    """Each room's first `limit` unread (the held-back entries of its siblings first), and
+    the unread counts summed over the rooms."""
+    per_room: list[list[Entry]] = []
+    counts = {"unread": 0, "unreadForMe": 0, "unreadWaking": 0, "countsCapped": False}
+    for room_row in rooms_read:
+        membership = memberships[room_row.pk]
+        unread = _after_cursor(seat, room_row, membership.cursor)
+        held = list(_held(seat, membership).select_related("room")[:limit])
+        per_room.append(held + list(unread.select_related("room")[: limit - len(held)]))
+        here = _unread_counts(seat, membership, unread)
+        for key in ("unread", "unreadForMe", "unreadWaking"):
+            counts[key] += here[key]
+        counts["countsCapped"] = counts["countsCapped"] or here["countsCapped"]
+    return per_room, counts
+
+
+def _advance_cursors(batch: list[Entry], memberships: dict) -> None:
+    """Move each room's cursor over the entries read from it, and no further."""
+    furthest: dict[int, int] = {}
+    for entry in batch:
+        furthest[entry.room_id] = max(furthest.get(entry.room_id, 0), entry.seq)
+    for room_id, seq in furthest.items():
+        membership = memberships[room_id]
+        if seq <= membership.cursor:  # only held entries were read: fewer are held
+            Membership.objects.filter(pk=membership.pk, held_from__lt=seq).update(held_from=seq)
+            continue
+        Membership.objects.filter(pk=membership.pk, cursor__lt=seq).update(
+            cursor=seq, held_from=None
+        )
+
+
+def _shown_and_counted(seat: Seat, rooms_read: list, batch: list[Entry], woken) -> list[dict]:
+    """The entries as the seat is shown them (a non-waking one clipped), and the reading
+    counted for the stats in the same commit: no second write, no second fsync."""
+    entries, held_back = [], {}
+    for row in batch:
+        clip = rules.clip(row.content, 0 if row.id in woken else settings.INBOX_CHARS)
+        held_back[row.room_id] = held_back.get(row.room_id, 0) + clip.held_back
+        entries.append(wire.entry(row, reader=seat, woken=row.id in woken, clip=clip))
+    for room_row in rooms_read:
+        read_here = [e for e in entries if e["room"] == room_row.name]
+        if read_here:
+            recording.quietly(
+                lambda r=room_row, e=read_here: recording.count_reading(seat, r, e, held_back[r.pk])
+            )
+    return entries
 
 
 # The counts of a read look at most this many rows per room: a seat with a backlog of a

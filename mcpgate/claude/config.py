@@ -158,50 +158,61 @@ class Merge:
 def merge_hooks(
     data: dict, wanted: list[tuple[str, str | None, dict]], *, replace: bool = False
 ) -> Merge:
-    """Our hooks into settings `data` (not modified; the result is a copy)."""
+    """Our hooks into settings `data` (not modified; the result is a copy): each wanted
+    hook updated where a hook of its kind stands (a second copy removed), else added in a
+    group of its own; with `replace`, every hook of ours is taken out first."""
     new = copy.deepcopy(check_settings(data))
     hooks = new.setdefault("hooks", {})
     removed: list[str] = []
     emptied: set[int] = set()  # groups that lost hooks of ours
-
     if replace:
-        for event, groups in hooks.items():
-            for group in groups:
-                inner = group.get("hooks", [])
-                if any(our_kind(h) for h in inner):
-                    removed += [describe(event, h) for h in inner if our_kind(h)]
-                    group["hooks"] = [h for h in inner if not our_kind(h)]
-                    emptied.add(id(group))
-
+        _take_ours_out(hooks, removed, emptied)
     for event, matcher, hook in wanted:
-        kind = our_kind(hook)
         groups = hooks.setdefault(event, [])
-        placed = False
-        for group in groups:
-            if "hooks" not in group:
-                continue
-            kept = []
-            for existing in group["hooks"]:
-                if our_kind(existing) != kind:
-                    kept.append(existing)
-                elif not placed:
-                    kept.append(hook)  # updated where it is
-                    placed = True
-                else:
-                    removed.append(f"{describe(event, existing)} (a second copy)")
-                    emptied.add(id(group))
-            group["hooks"] = kept
-        if not placed:
+        if not _update_in_place(event, groups, hook, removed, emptied):
             group = {"matcher": matcher} if matcher is not None else {}
             group["hooks"] = [hook]
             groups.append(group)
-
     for event in list(hooks):
         before = len(hooks[event])
         hooks[event] = [g for g in hooks[event] if g.get("hooks") or id(g) not in emptied]
         if before and not hooks[event]:
             del hooks[event]
     return Merge(data=new, changed=new != data, removed=removed)
+
+
+def _take_ours_out(hooks: dict, removed: list[str], emptied: set[int]) -> None:
+    for event, groups in hooks.items():
+        for group in groups:
+            inner = group.get("hooks", [])
+            if any(our_kind(h) for h in inner):
+                removed += [describe(event, h) for h in inner if our_kind(h)]
+                group["hooks"] = [h for h in inner if not our_kind(h)]
+                emptied.add(id(group))
+
+
+def _update_in_place(
+    event: str, groups: list, hook: dict, removed: list[str], emptied: set[int]
+) -> bool:
+    """Put `hook` where the first hook of its kind stands in `groups`, dropping any second
+    copy; False when there was none."""
+    kind = our_kind(hook)
+    placed = False
+    for group in groups:
+        if "hooks" not in group:
+            continue
+        kept = []
+        for existing in group["hooks"]:
+            if our_kind(existing) != kind:
+                kept.append(existing)
+            elif not placed:
+                kept.append(hook)  # updated where it is
+                placed = True
+            else:
+                removed.append(f"{describe(event, existing)} (a second copy)")
+                emptied.add(id(group))
+        group["hooks"] = kept
+    return placed
 
 
 # ---------------------------------------------------------------- .mcp.json
