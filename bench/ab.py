@@ -51,63 +51,81 @@ async def compare(
 ) -> None:
     arrivals = s.Arrivals()
     with contextlib.ExitStack() as servers:
-        named = []
-        for label, tree, settings in trees:
-            extra = {"DJANGO_SETTINGS_MODULE": settings} if settings else {}
-            named.append(
-                (label, servers.enter_context(s.salon_server(PYTHONPATH=str(tree), **extra)))
-            )
-        named.append(("peer", servers.enter_context(s.peer_server())))
-        if durable_peer:
-            where = Path(servers.enter_context(tempfile.TemporaryDirectory()))
-            peer = s.peer_server(store=where / "peer.sqlite3")
-            named.append((DURABLE, servers.enter_context(peer)))
+        named = _servers(servers, trees, durable_peer)
         async with contextlib.AsyncExitStack() as stack:
             sides = []
             for label, server in named:
                 side = await s.open_side(stack, server, arrivals, 100, 8, label)
                 await s.warm_up(side, arrivals)
                 sides.append((label, side))
-            runs: dict[tuple[str, str], list] = collections.defaultdict(list)
-            loads = [loadavg()]
-            for r in range(rounds):
-                for kind, senders, sends, gap in KINDS:
-                    for label, side in sides:
-                        tag = f"{label} {kind} {r}"
-                        runs[label, kind].append(
-                            await s.closed_loop(side, arrivals, senders, sends, gap, tag)
-                        )
-                for label, side in sides:
-                    if label not in ("peer", DURABLE) and notify:
-                        runs[label, "notify"].append(await s.notify_run(side, arrivals, 8, notify))
-                loads.append(loadavg())
-                s.say(f"  round {r + 1}/{rounds} done (load {loads[-1]})")
+            runs, loads = await _rounds(sides, arrivals, rounds, notify)
     print(f"load average {loads[0]} at the start, {loads[-1]} at the end")
     for label, tree, settings in trees:
         print(f"{label}: {tree}" + (f" ({settings})" if settings else ""))
+    labels = [label for label, _ in sides]
     for kind, _, _, _ in KINDS:
-        peer = s.Combined(runs["peer", kind])
-        durable = s.Combined(runs[DURABLE, kind]) if durable_peer else None
-        print(f"{kind}: daemon CPU per send and push; push p50 / p99")
-        for label, _ in sides:
-            combined = s.Combined(runs[label, kind])
-            rounds_ms = " ".join(f"{run.server_cpu / run.sent * 1000:.2f}" for run in combined.runs)
-            ratios = f"{combined.cpu_ms() / peer.cpu_ms():.2f}x the peer"
-            if durable is not None:
-                ratios += f", {combined.cpu_ms() / durable.cpu_ms():.2f}x {DURABLE}"
-            print(
-                f"  {label}: {combined.cpu_ms():.3f} ms ({ratios}; rounds {rounds_ms}); "
-                f"{combined.p(50):.2f} / {combined.p(99):.2f} ms"
-            )
-    for label, _ in sides:
+        _report_kind(kind, labels, runs, durable_peer)
+    for label in labels:
         if runs[label, "notify"]:
-            cpu = [run["cpu_ms"] for run in runs[label, "notify"]]
-            entries = sum(run["sent"] for run in runs[label, "notify"])
-            rounds_ms = " ".join(f"{c:.2f}" for c in cpu)
-            print(
-                f"/notify, 8 posters, {label}: {statistics.mean(cpu):.3f} ms per entry "
-                f"(rounds {rounds_ms}; {entries} entries)"
-            )
+            _report_notify(label, runs[label, "notify"])
+
+
+def _servers(servers: contextlib.ExitStack, trees, durable_peer: bool) -> list[tuple[str, str]]:
+    """Each tree's daemon, the plain peer and (asked for) the durable peer, started."""
+    named = []
+    for label, tree, settings in trees:
+        extra = {"DJANGO_SETTINGS_MODULE": settings} if settings else {}
+        named.append((label, servers.enter_context(s.salon_server(PYTHONPATH=str(tree), **extra))))
+    named.append(("peer", servers.enter_context(s.peer_server())))
+    if durable_peer:
+        where = Path(servers.enter_context(tempfile.TemporaryDirectory()))
+        named.append((DURABLE, servers.enter_context(s.peer_server(store=where / "peer.sqlite3"))))
+    return named
+
+
+async def _rounds(sides, arrivals, rounds: int, notify: float):
+    """Every kind on every side, round after round, the sides alternating."""
+    runs: dict[tuple[str, str], list] = collections.defaultdict(list)
+    loads = [loadavg()]
+    for r in range(rounds):
+        for kind, senders, sends, gap in KINDS:
+            for label, side in sides:
+                tag = f"{label} {kind} {r}"
+                runs[label, kind].append(
+                    await s.closed_loop(side, arrivals, senders, sends, gap, tag)
+                )
+        for label, side in sides:
+            if label not in ("peer", DURABLE) and notify:
+                runs[label, "notify"].append(await s.notify_run(side, arrivals, 8, notify))
+        loads.append(loadavg())
+        s.say(f"  round {r + 1}/{rounds} done (load {loads[-1]})")
+    return runs, loads
+
+
+def _report_kind(kind: str, labels: list[str], runs, durable_peer: bool) -> None:
+    peer = s.Combined(runs["peer", kind])
+    durable = s.Combined(runs[DURABLE, kind]) if durable_peer else None
+    print(f"{kind}: daemon CPU per send and push; push p50 / p99")
+    for label in labels:
+        combined = s.Combined(runs[label, kind])
+        rounds_ms = " ".join(f"{run.server_cpu / run.sent * 1000:.2f}" for run in combined.runs)
+        ratios = f"{combined.cpu_ms() / peer.cpu_ms():.2f}x the peer"
+        if durable is not None:
+            ratios += f", {combined.cpu_ms() / durable.cpu_ms():.2f}x {DURABLE}"
+        print(
+            f"  {label}: {combined.cpu_ms():.3f} ms ({ratios}; rounds {rounds_ms}); "
+            f"{combined.p(50):.2f} / {combined.p(99):.2f} ms"
+        )
+
+
+def _report_notify(label: str, notify_runs: list[dict]) -> None:
+    cpu = [run["cpu_ms"] for run in notify_runs]
+    entries = sum(run["sent"] for run in notify_runs)
+    rounds_ms = " ".join(f"{c:.2f}" for c in cpu)
+    print(
+        f"/notify, 8 posters, {label}: {statistics.mean(cpu):.3f} ms per entry "
+        f"(rounds {rounds_ms}; {entries} entries)"
+    )
 
 
 def main() -> None:
