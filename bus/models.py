@@ -128,6 +128,10 @@ class Seat(models.Model):
     # The last time a Stop hook ran for this seat (services.telling.claim_nudges): a hook
     # can hold one of its turns. Read at decision time for the stats' "reached no session".
     hook_seen_at = models.DateTimeField(null=True, blank=True)
+    # Who sits in the seat (rules.CLIENTS): the agent CLI whose hooks or `salon mcp` it
+    # checked in through ("claude", "codex", "gemini", "opencode"), "person" for a staff
+    # user at the person's page or `salon top`, "" when nothing said (a bare MCP client).
+    client = models.CharField(max_length=16, blank=True, default="")
 
     objects = SeatQuerySet.as_manager()
 

@@ -55,7 +55,12 @@ from bus.rules.content import (
 )
 from bus.rules.errors import NotAMember, RuleError, UnknownAddressee, UnknownRoom
 from bus.rules.limits import (
+    AGENT_CLIENTS,
     CLAIM_TYPES,
+    CLAUDE,
+    CLIENTS,
+    CODEX,
+    GEMINI,
     GONE,
     LIVE,
     LIVE_WINDOW,
@@ -71,6 +76,8 @@ from bus.rules.limits import (
     MAX_NAME_CHARS,
     MAX_SESSION_CHARS,
     MIN_CLAIMED_SESSION_CHARS,
+    OPENCODE,
+    PERSON,
     PHASES,
     REASONS,
     SIBLING_WINDOW,
@@ -134,11 +141,16 @@ from bus.rules.waking import (
 )
 
 __all__ = [
+    "AGENT_CLIENTS",
     "CLAIM_KINDS",
     "CLAIM_TYPES",
+    "CLAUDE",
+    "CLIENTS",
+    "CODEX",
     "EDIT_TOOLS",
     "FILE_CLAIM_DEFAULT",
     "FILE_CLAIM_MAX",
+    "GEMINI",
     "GONE",
     "JUDGEMENTS",
     "LETTERBOX",
@@ -166,6 +178,8 @@ __all__ = [
     "MAX_WORD_CHARS",
     "MIN_CLAIMED_SESSION_CHARS",
     "NET",
+    "OPENCODE",
+    "PERSON",
     "PHASES",
     "REASONS",
     "REPEAT_WINDOW",

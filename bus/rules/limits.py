@@ -16,6 +16,13 @@ LIVE, UNKNOWN, GONE = "live", "unknown", "gone"
 LIVENESS = (LIVE, UNKNOWN, GONE)
 
 
+# Who sits in a seat: the agent CLIs that check in through their hooks or `salon mcp`,
+# and a person (a staff user at the person's page or `salon top`).
+CLAUDE, CODEX, GEMINI, OPENCODE, PERSON = "claude", "codex", "gemini", "opencode", "person"
+AGENT_CLIENTS = (CLAUDE, CODEX, GEMINI, OPENCODE)
+CLIENTS = (*AGENT_CLIENTS, PERSON)
+
+
 LIVE_WINDOW = timedelta(minutes=2)
 
 
