@@ -383,9 +383,18 @@ def _wire(model: types.BaseModel, **exclude) -> dict[str, Any]:
     return model.model_dump(by_alias=True, exclude_none=True, mode="json", **exclude)
 
 
-def tool_listing(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """One entry of tools/list."""
-    return _wire(types.Tool(name=name, description=description, inputSchema=schema))
+def tool_listing(
+    name: str, description: str, schema: dict[str, Any], *, read_only: bool
+) -> dict[str, Any]:
+    """One entry of tools/list. Its annotations say what a client's approval rule asks:
+    no tool destroys anything or reaches beyond the bus (Codex CLI runs such tools in a
+    headless run with no approval setting); the ones that write nothing say so."""
+    annotations = types.ToolAnnotations(
+        readOnlyHint=read_only, destructiveHint=False, openWorldHint=False
+    )
+    return _wire(
+        types.Tool(name=name, description=description, inputSchema=schema, annotations=annotations)
+    )
 
 
 def result_message(id: JsonId | None, result: dict[str, Any]) -> dict[str, Any]:

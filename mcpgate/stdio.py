@@ -1,9 +1,11 @@
 """`salon mcp`: the same MCP tools over stdio, for Claude Code's stdio server setup.
 
 Identity: the agent is AGENT_SALON_NAME or the working directory's name; the seat comes
-from CLAUDE_CODE_SESSION_ID (Claude Code puts it in a stdio server's environment). The
-server makes no seat of its own: a seat appears when the session's hook checks it in or a
-tool is called (`claude mcp list` starts the server too, and must leave nothing behind).
+from CLAUDE_CODE_SESSION_ID (Claude Code puts it in a stdio server's environment), else
+from the session a client names in each tool call (Codex CLI: `_meta.sessionId`, the id
+its hooks get too), taken at the first call. The server makes no seat of its own: a seat
+appears when the session's hook checks it in or a tool is called (`claude mcp list`
+starts the server too, and must leave nothing behind).
 Until then the server looks for it every SEAT_LOOK_SECONDS. Once it has its seat, the seat
 is `live` while the process runs and waking entries are pushed to it as
 notifications/claude/channel, by the same claimer and ticker an HTTP stream has
@@ -29,7 +31,7 @@ import threading
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from bus import services
+from bus import rules, services
 from bus.models import Seat
 from mcpgate import protocol, tools
 from mcpgate.arguments import validate_arguments
@@ -61,7 +63,7 @@ class StdioBinding:
 
     def __init__(self, agent: str, session_id: str | None):
         self.label = agent
-        self.claude_session = session_id
+        self.client_session = session_id
         self.session_id = ""
         self.protocol_version = protocol.LATEST_VERSION
         self._seat: Seat | None = None
@@ -74,14 +76,29 @@ class StdioBinding:
     def existing_seat(self) -> Seat | None:
         """The seat of this session if a hook or an earlier server made it (makes none)."""
         if self._seat is None:
-            self._seat = services.seats.find_seat(agent=self.label, session_id=self.claude_session)
+            self._seat = services.seats.find_seat(agent=self.label, session_id=self.client_session)
         return self._seat
+
+    def adopt_session(self, params: dict) -> None:
+        """A client that names its session in each call (`_meta.sessionId`) binds a
+        server its environment named none for, at the first call: that call, and every
+        later one, is the session's own seat, the one its hooks check in."""
+        if self.client_session or self._seat is not None:
+            return
+        meta = params.get("_meta")
+        named = meta.get("sessionId") if isinstance(meta, dict) else None
+        if not isinstance(named, str):
+            return
+        try:
+            self.client_session = rules.validate_claimed_session(named)
+        except rules.RuleError as exc:
+            log.warning("a tool call's _meta.sessionId is not used: %s", exc)
 
     def seat(self, *, joining: str | None = None) -> Seat:
         if self._seat is None:
             self._seat = services.seats.check_in(
                 agent=self.label,
-                session_id=self.claude_session,
+                session_id=self.client_session,
                 default_rooms=settings.AGENT_ROOMS,
                 join_defaults=True,
                 joining=joining,
@@ -270,6 +287,7 @@ class StdioServer:
         if plain is not None:
             return plain
         await self.setup  # the host runs: what the tool writes is rung and pushed
+        self.binding.adopt_session(message.params)
         tool, arguments = tools.prepare_call(self.binding, message.params)
         if tool.name == "wait" and not validate_arguments(tool.schema, arguments):
             result = await self.wait(message, arguments)

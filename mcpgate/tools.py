@@ -35,7 +35,9 @@ class Tool:
     handler: Callable[[Binding, dict], Any]
 
     def listing(self) -> dict:
-        return protocol.tool_listing(self.name, self.description, self.schema)
+        return protocol.tool_listing(
+            self.name, self.description, self.schema, read_only=self.name not in WRITE_TOOLS
+        )
 
 
 def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 @contextlib.asynccontextmanager
-async def stdio_session(env: dict, project, session_id: str):
+async def stdio_session(env: dict, project, session_id: str | None):
     """A `salon mcp` process started the way Claude Code starts a stdio server."""
     received: asyncio.Queue[ChannelParams] = asyncio.Queue()
 
@@ -30,7 +30,7 @@ async def stdio_session(env: dict, project, session_id: str):
         command=sys.executable,
         args=["-m", "salon.cli", "mcp"],
         cwd=str(project),
-        env={**env, "CLAUDE_CODE_SESSION_ID": session_id},
+        env={**env, "CLAUDE_CODE_SESSION_ID": session_id} if session_id else env,
     )
     binding = NotificationBinding(
         method="notifications/claude/channel", params_type=ChannelParams, handler=on_channel
@@ -71,6 +71,24 @@ async def test_two_stdio_servers_exchange_a_question_and_an_answer(env, tmp_path
     assert pushed_question.meta["source"] == "web-app#11111111"
     assert pushed_answer.content == "v7"
     assert pushed_answer.meta["re"] == question.structured_content["id"]
+
+
+async def test_a_session_named_in_each_call_is_the_seat_of_a_server_started_without_one(
+    env, tmp_path
+):
+    """Codex CLI puts no session id in a stdio server's environment; it names its session
+    (the one its hooks get) in every tool call's `_meta.sessionId`."""
+    project = tmp_path / "codex-app"
+    project.mkdir()
+    session_id = "01a24f37-8f80-7000-8ee7-7998ea25a655"
+    env = {k: v for k, v in env.items() if k != "CLAUDE_CODE_SESSION_ID"}
+    async with stdio_session(env, project, None) as session:
+        first = await session.call_tool("salon_status", {}, meta={"sessionId": session_id})
+        later = await session.call_tool("agents", {}, meta={"sessionId": session_id})
+
+    assert first.structured_content["session"]["seat"] == "codex-app#01a24f37"
+    (agent,) = [a for a in later.structured_content["agents"] if a["agent"] == "codex-app"]
+    assert [seat["seat"] for seat in agent["seats"]] == ["codex-app#01a24f37"]
 
 
 async def test_a_stdio_seat_is_live_while_the_process_runs(env, tmp_path):

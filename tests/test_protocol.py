@@ -1054,6 +1054,19 @@ def test_every_tool_advertises_a_valid_schema_and_is_checked_against_it():
         assert tool.listing()["inputSchema"] == tool.schema
 
 
+def test_every_tool_says_it_destroys_nothing_and_the_readers_that_they_write_nothing():
+    """Codex CLI's default approval runs a tool without asking only when its annotations
+    say so (a read-only tool, or neither destructive nor open-world): without them every
+    tool call of a headless `codex exec` was refused."""
+    from mcpgate import tools
+
+    shown = {name: tool.listing()["annotations"] for name, tool in tools.TOOLS.items()}
+
+    assert {name for name, a in shown.items() if not a["readOnlyHint"]} == tools.WRITE_TOOLS
+    assert {(a["destructiveHint"], a["openWorldHint"]) for a in shown.values()} == {(False, False)}
+    assert shown["inbox"]["readOnlyHint"] and shown["search"]["readOnlyHint"]
+
+
 # ---------------------------------------------------------------- meta keys
 
 
