@@ -61,6 +61,28 @@ def setup_django(db: Path) -> None:
     django.setup()
 
 
+def _seats(rng: random.Random) -> list[tuple[str, str]]:
+    """One to three sessions' seats per agent, and the webhook's `ci`: (seat, agent)."""
+    from bus import services
+
+    seats = []
+    for agent in AGENTS:
+        for k in range(rng.randint(1, 3)):
+            session = f"{rng.getrandbits(32):08x}-bench-{k}"
+            seat = services.seats.check_in(agent=agent, session_id=session)
+            seats.append((seat.name, agent))
+    seats.append(("ci", "ci"))
+    return seats
+
+
+def _entry_type(draw: float) -> str:
+    """Mostly facts, then questions, answers and a few requests."""
+    for type_, below in (("FACT", 0.55), ("QUESTION", 0.75), ("ANSWER", 0.92)):
+        if draw < below:
+            return type_
+    return "REQUEST"
+
+
 def generate(n: int, seed: int = 9315) -> None:
     """Bulk-insert n entries spread over the last 180 days, as the bus would store them."""
     from django.db import connection, transaction
@@ -71,13 +93,7 @@ def generate(n: int, seed: int = 9315) -> None:
 
     rng = random.Random(seed)
     rooms = {name: services.rooms.create_room(name=name)[0] for name in ROOMS}
-    seats: list[tuple[str, str]] = []
-    for agent in AGENTS:
-        for k in range(rng.randint(1, 3)):
-            session = f"{rng.getrandbits(32):08x}-bench-{k}"
-            seat = services.seats.check_in(agent=agent, session_id=session)
-            seats.append((seat.name, agent))
-    seats.append(("ci", "ci"))
+    seats = _seats(rng)
     # A few agents talk a lot, most a little (as in a real salon).
     weights = [1 / (i + 1) ** 0.8 for i in range(len(seats))]
     rng.shuffle(weights)
@@ -101,14 +117,7 @@ def generate(n: int, seed: int = 9315) -> None:
             room = ROOMS[min(int(rng.expovariate(0.6)), len(ROOMS) - 1)]
             seq[room] += 1
             sender, agent = rng.choices(seats, weights)[0]
-            kind = rng.random()
-            type_ = (
-                "FACT"
-                if kind < 0.55
-                else "QUESTION"
-                if kind < 0.75
-                else ("ANSWER" if kind < 0.92 else "REQUEST")
-            )
+            type_ = _entry_type(rng.random())
             to = rng.sample(names, rng.randint(1, 2)) if rng.random() < 0.35 else []
             words = rng.randint(8, 90)
             content = " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."

@@ -594,6 +594,11 @@ async def main_phase(sides: list[Side], arrivals: Arrivals, sizes: Sizes) -> lis
         peer = results.get((PEER, kind))
         return Combined(results[SALON, kind]), Combined(peer) if peer else None
 
+    return _latency_rows(pair, sizes) + _rate_rows(pair, sizes)
+
+
+def _latency_rows(pair, sizes: Sizes) -> list[Row]:
+    """Send → push latency with 1 in flight, and the server's CPU per send and per ping."""
     full = sizes.judged
     rows = []
     salon, peer = pair("latency")
@@ -625,6 +630,13 @@ async def main_phase(sides: list[Side], arrivals: Arrivals, sizes: Sizes) -> lis
         f"ms, peer {beyond[1]} ms; ping answer p50 {fmt(statistics.median(salon.answers))} / "
         f"{fmt(statistics.median(peer.answers)) if peer else '—'} ms",
     ))  # fmt: skip
+    return rows
+
+
+def _rate_rows(pair, sizes: Sizes) -> list[Row]:
+    """Sends per second, their latency and the server's CPU, with 1 and with the
+    senders in flight."""
+    rows = []
     for kind, label in (("rate1", "1 in flight"), ("rate8", f"{sizes.senders} in flight")):
         salon, peer = pair(kind)
         rows.append(Row(

@@ -212,3 +212,48 @@ def test_every_package_folder_is_in_pyprojects_package_list():
         if "__pycache__" not in init.parts
     }
     assert folders - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+
+
+# ---------------------------------------------------------------- inside functions
+
+# A function with more paths than this is several steps in one: name each step.
+MAX_COMPLEXITY = 20
+
+
+def complexities(path: Path) -> dict[str, int]:
+    """Each function's cyclomatic complexity (radon's count), by its name; a method as
+    Class.method, a function inside another by its own name."""
+    from radon.complexity import cc_visit
+
+    found = {}
+    for block in cc_visit(path.read_text(encoding="utf-8")):
+        found[block.fullname] = block.complexity
+        for inner in getattr(block, "closures", []):
+            found[inner.name] = inner.complexity
+    return found
+
+
+@pytest.mark.parametrize("top", (*PACKAGES, "bench", "tests"))
+def test_no_function_is_over_complexity_20(top):
+    over = {
+        f"{path.relative_to(REPO)}:{name}": value
+        for path in sorted((REPO / top).rglob("*.py"))
+        if "migrations" not in path.parts
+        for name, value in complexities(path).items()
+        if value > MAX_COMPLEXITY
+    }
+    assert over == {}, f"name the steps of these: {over}"
+
+
+def test_the_complexity_checker_counts_branches_methods_and_inner_functions(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def f(a, b):\n"
+        "    if a:\n        return 1\n"
+        "    for x in b:\n        if x:\n            return x\n"
+        "    return 0\n\n"
+        "class C:\n    def m(self):\n        return 1\n\n"
+        "def outer():\n    def inner(z):\n        return 1 if z else 2\n    return inner\n"
+    )
+    found = complexities(sample)
+    assert {k: found[k] for k in ("f", "C.m", "inner")} == {"f": 4, "C.m": 1, "inner": 2}

@@ -963,6 +963,22 @@ def plugin_root(env) -> Path:
     return Path(env["HOME"]) / ".local" / "share" / "agent-salon" / "claude-plugin"
 
 
+def assert_the_plugin_hooks_monitor_and_skill(plugin: Path) -> None:
+    """The plugin's hooks run salon's hooks, its monitor watches, its skill arms nothing."""
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]
+    assert list(hooks) == ["SessionStart", "Stop", "PostToolUse", "PreToolUse", "SessionEnd"]
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"].endswith("-m salon.cli hook pre-edit")
+    assert hooks["Stop"][0]["hooks"][0]["command"].endswith("-m salon.cli hook stop")
+    start = hooks["SessionStart"][0]["hooks"][0]["command"]
+    assert "AGENT_SALON_WATCHED=1" in start  # the monitor below watches: arm nothing
+    assert "AGENT_SALON_WATCHED" not in hooks["Stop"][0]["hooks"][0]["command"]
+    (monitor,) = json.loads((plugin / "monitors" / "monitors.json").read_text())
+    assert monitor["when"] == "always" and monitor["command"].endswith("-m salon.cli wait")
+    assert "AGENT_SALON_ROOM=team,ops" in monitor["command"]
+    skill = (plugin / "skills" / "salon" / "SKILL.md").read_text()
+    assert skill.startswith("---\nname: salon\n") and "nothing to arm" in skill
+
+
 def test_install_plugin_writes_a_local_marketplace_in_the_layout_claude_code_reads(env, proj):
     env = {k: v for k, v in env.items() if k != "XDG_DATA_HOME"}
     before = snapshot(proj)
@@ -979,18 +995,7 @@ def test_install_plugin_writes_a_local_marketplace_in_the_layout_claude_code_rea
     assert server["args"] == ["-m", "salon.cli", "mcp"]
     assert server["env"]["AGENT_SALON_ROOM"] == "team,ops"
     assert "AGENT_SALON_NAME" not in server["env"]  # each project is its own agent
-    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]
-    assert list(hooks) == ["SessionStart", "Stop", "PostToolUse", "PreToolUse", "SessionEnd"]
-    assert hooks["PreToolUse"][0]["hooks"][0]["command"].endswith("-m salon.cli hook pre-edit")
-    assert hooks["Stop"][0]["hooks"][0]["command"].endswith("-m salon.cli hook stop")
-    start = hooks["SessionStart"][0]["hooks"][0]["command"]
-    assert "AGENT_SALON_WATCHED=1" in start  # the monitor below watches: arm nothing
-    assert "AGENT_SALON_WATCHED" not in hooks["Stop"][0]["hooks"][0]["command"]
-    (monitor,) = json.loads((plugin / "monitors" / "monitors.json").read_text())
-    assert monitor["when"] == "always" and monitor["command"].endswith("-m salon.cli wait")
-    assert "AGENT_SALON_ROOM=team,ops" in monitor["command"]
-    skill = (plugin / "skills" / "salon" / "SKILL.md").read_text()
-    assert skill.startswith("---\nname: salon\n") and "nothing to arm" in skill
+    assert_the_plugin_hooks_monitor_and_skill(plugin)
     # The project is not touched; the user's Claude Code configuration neither, without
     # `claude` on PATH: the report gives the two commands to run.
     assert {k: v for k, v in snapshot(proj).items() if "claude-plugin" not in k} == before

@@ -481,17 +481,9 @@ def problems(document: dict) -> list[str]:
     quiet: set[str] = set()
     been: set[str] = set()
     seen: dict[str, dict] = {}
-    starts_later: list[str] = []
     steps = document["steps"]
     for index, step in enumerate(steps):
-        op = step["op"]
-        if op in ("start", "resume"):
-            live.add(step["persona"])
-            been.add(step["persona"])
-        elif op == "end":
-            live.discard(step["persona"])
-        elif op == "quiet":
-            quiet.add(step["persona"])
+        _follow_presence(step, live, quiet, been)
         if "tag" not in step:
             continue
         tag = step["tag"]
@@ -499,37 +491,66 @@ def problems(document: dict) -> list[str]:
             found.append(f"{tag}: the tag is used twice")
         if not step["text"].startswith(f"[{tag}] "):
             found.append(f"{tag}: the text does not start with its tag")
-        starts_later = [s["persona"] for s in steps[index + 1 :] if s["op"] in ("start", "resume")]
+        later = {s["persona"] for s in steps[index + 1 :] if s["op"] in ("start", "resume")}
         for persona in step["owed"]:
-            if persona not in personas:
-                found.append(f"{tag}: owed to unknown persona {persona}")
-                continue
-            if persona == step["from"]:
-                found.append(f"{tag}: owed to its own writer")
-            if persona in quiet:
-                found.append(f"{tag}: owed to {persona}, which is quiet")
-            if persona not in live and persona not in starts_later:
-                found.append(f"{tag}: owed to {persona}, which is neither live nor starts later")
-            agents = [t.get("agent") or personas[t["persona"]]["agent"] for t in step.get("to", [])]
-            if step["op"] == "ask":
-                agents = [step["agent"]]
-            if agents and personas[persona]["agent"] not in agents and step.get("re") is None:
-                found.append(f"{tag}: owed to {persona}, whose agent it is not addressed to")
+            found.extend(_owed_problems(step, persona, personas, live | later, quiet))
         for target in step.get("to", []):
             agent = target.get("agent") or personas[target["persona"]]["agent"]
             if not any(personas[p]["agent"] == agent for p in been):
                 found.append(f"{tag}: to {agent}, which has never been in the room")
         if step["from"] != "ci" and step["from"] not in live:
             found.append(f"{tag}: written by {step['from']}, which is not live")
-        if "re" in step:
-            if step["re"] not in seen:
-                found.append(f"{tag}: re {step['re']} names no earlier entry")
-            else:
-                asker = seen[step["re"]]["from"]
-                if step["owed"] and step["owed"] != [asker]:
-                    found.append(f"{tag}: an answer owed to someone other than the asker")
+        found.extend(_answer_problems(step, seen))
         seen[tag] = step
     return found
+
+
+def _follow_presence(step: dict, live: set[str], quiet: set[str], been: set[str]) -> None:
+    """Who is in the room after this step: starts and resumes join, ends leave."""
+    op = step["op"]
+    if op in ("start", "resume"):
+        live.add(step["persona"])
+        been.add(step["persona"])
+    elif op == "end":
+        live.discard(step["persona"])
+    elif op == "quiet":
+        quiet.add(step["persona"])
+
+
+def _owed_problems(
+    step: dict, persona: str, personas: dict, present: set[str], quiet: set[str]
+) -> list[str]:
+    """Why `persona` cannot be owed this entry: unknown, its writer, quiet, never present
+    (live now or starting later), or of an agent the entry is not addressed to."""
+    tag = step["tag"]
+    if persona not in personas:
+        return [f"{tag}: owed to unknown persona {persona}"]
+    found = []
+    if persona == step["from"]:
+        found.append(f"{tag}: owed to its own writer")
+    if persona in quiet:
+        found.append(f"{tag}: owed to {persona}, which is quiet")
+    if persona not in present:
+        found.append(f"{tag}: owed to {persona}, which is neither live nor starts later")
+    agents = [t.get("agent") or personas[t["persona"]]["agent"] for t in step.get("to", [])]
+    if step["op"] == "ask":
+        agents = [step["agent"]]
+    if agents and personas[persona]["agent"] not in agents and step.get("re") is None:
+        found.append(f"{tag}: owed to {persona}, whose agent it is not addressed to")
+    return found
+
+
+def _answer_problems(step: dict, seen: dict[str, dict]) -> list[str]:
+    """An answer (`re`) names an earlier entry and is owed to its asker only."""
+    if "re" not in step:
+        return []
+    tag = step["tag"]
+    if step["re"] not in seen:
+        return [f"{tag}: re {step['re']} names no earlier entry"]
+    asker = seen[step["re"]]["from"]
+    if step["owed"] and step["owed"] != [asker]:
+        return [f"{tag}: an answer owed to someone other than the asker"]
+    return []
 
 
 def main() -> None:

@@ -498,50 +498,59 @@ class Replay:
             for index, step in enumerate(steps):
                 if STOPPING.is_set():
                     raise RuntimeError("the run was interrupted")
-                op = step["op"]
-                if op not in ("start", "resume") and bridging.ident and not self.bridged:
-                    bridging.join()  # nothing crosses before the room is bridged
-                    self.bridged = True
-                    if self.bridge_error:
-                        raise RuntimeError(self.bridge_error)
-                if op == "start" and index + 1 < len(steps) and steps[index + 1]["op"] == "start":
-                    # Sessions that start together come up together.
-                    self.launching.append(self.launch(step))
-                    continue
-                if op in ("start", "resume"):
-                    self.launching.append(self.launch(step))
-                    for session in self.launching:
-                        self.ready(session)
-                    self.launching.clear()
-                elif op == "end":
-                    self.end(step)
-                elif op == "focus" and self.config != "push":
-                    self.salon(step["persona"], "focus", step["text"])
-                elif op == "quiet" and self.config != "push":
-                    self.salon(step["persona"], "quiet", "--for", step["for"])
-                elif op == "send":
-                    self.send(step)
-                elif op == "ask":
-                    self.ask(step)
-                elif op == "claim":
-                    self.claim(step)
-                elif op == "edit":
-                    self.edit(step)
-                else:
-                    continue
-                self.note(f"{op} {step.get('tag') or step.get('persona')}")
-                self.settle()
+                if step["op"] not in ("start", "resume"):
+                    self.wait_for_the_bridge(bridging)
+                following = steps[index + 1]["op"] if index + 1 < len(steps) else None
+                if self.take(step, following):
+                    self.note(f"{step['op']} {step.get('tag') or step.get('persona')}")
+                    self.settle()
         finally:
-            for session in self.sessions:
-                if session.terminal is not None:
-                    close(session.terminal)
-                session.stand_in.__exit__(None, None, None)
-            if bridging.is_alive():
-                bridging.join(300)
-            self.unbridge()
-            for scratch in self.scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
+            self.tear_down(bridging)
         return self.result(time.monotonic() - began)
+
+    def wait_for_the_bridge(self, bridging: threading.Thread) -> None:
+        """Nothing crosses before the room is bridged."""
+        if bridging.ident and not self.bridged:
+            bridging.join()
+            self.bridged = True
+            if self.bridge_error:
+                raise RuntimeError(self.bridge_error)
+
+    def take(self, step: dict, following: str | None) -> bool:
+        """Play one step of the day; False when it asks nothing of this configuration
+        (or, for a start, waits for the starts that follow it)."""
+        op = step["op"]
+        if op == "start" and following == "start":
+            # Sessions that start together come up together.
+            self.launching.append(self.launch(step))
+            return False
+        if op in ("start", "resume"):
+            self.launching.append(self.launch(step))
+            for session in self.launching:
+                self.ready(session)
+            self.launching.clear()
+        elif op == "end":
+            self.end(step)
+        elif op == "focus" and self.config != "push":
+            self.salon(step["persona"], "focus", step["text"])
+        elif op == "quiet" and self.config != "push":
+            self.salon(step["persona"], "quiet", "--for", step["for"])
+        elif op in ("send", "ask", "claim", "edit"):
+            getattr(self, op)(step)
+        else:
+            return False
+        return True
+
+    def tear_down(self, bridging: threading.Thread) -> None:
+        for session in self.sessions:
+            if session.terminal is not None:
+                close(session.terminal)
+            session.stand_in.__exit__(None, None, None)
+        if bridging.is_alive():
+            bridging.join(300)
+        self.unbridge()
+        for scratch in self.scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def outcomes(self) -> dict[str, str]:
         return outcomes(self.day, {a: self.envs[self.store_of[a]] for a in self.store_of})

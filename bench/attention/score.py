@@ -135,10 +135,26 @@ def score(
 ) -> Score:
     """`served`: tag of each `ask` step → its outcome as the asker saw it."""
     labelled = entries(day)
-    by_marker = {e["marker"]: e for e in labelled}
     owed_pairs = {(e["tag"], p) for e in labelled for p in e["owed"]}
-    told = Counter()
     result = Score(requests=len(attributed), side_requests=side_requests, owed=len(owed_pairs))
+    told = _count_turns(result, attributed, {e["marker"]: e for e in labelled}, owed_pairs)
+    result.told = len(told)
+    result.missed_pairs = sorted(owed_pairs - set(told))
+    result.missed = len(result.missed_pairs)
+    result.wasted_pairs = sorted(set(told) - owed_pairs)
+    result.wasted_tellings = len(result.wasted_pairs)
+    result.repeated_pairs = sorted(pair for pair, n in told.items() if n > 1)
+    result.repeated = sum(n - 1 for n in told.values())
+    _count_lookups(result, day, labelled, told, served or {})
+    return result
+
+
+def _count_turns(
+    result: Score, attributed: list[Attributed], by_marker: dict, owed_pairs: set
+) -> Counter:
+    """Turns spent by cause and wasted turns into `result`; answers how often each
+    (tag, persona) pair was told (a continuation tells nothing new)."""
+    told = Counter()
     causes = Counter()
     for request in attributed:
         if request.held_back:
@@ -154,13 +170,14 @@ def score(
         if not pairs & owed_pairs:
             result.wasted_turns += 1
     result.by_cause = dict(sorted(causes.items()))
-    result.told = len(told)
-    result.missed_pairs = sorted(owed_pairs - set(told))
-    result.missed = len(result.missed_pairs)
-    result.wasted_pairs = sorted(set(told) - owed_pairs)
-    result.wasted_tellings = len(result.wasted_pairs)
-    result.repeated_pairs = sorted(pair for pair, n in told.items() if n > 1)
-    result.repeated = sum(n - 1 for n in told.values())
+    return told
+
+
+def _count_lookups(
+    result: Score, day: dict, labelled: list, told: Counter, served: dict[str, str]
+) -> None:
+    """Asks a served command answered: each counts as a lookup, and as one without a turn
+    when no session of the asked agent was told of it."""
     personas = day["personas"]
     for entry in labelled:
         step = entry["step"]
@@ -171,9 +188,8 @@ def score(
         result.lookups += 1
         receivers = {p for p, v in personas.items() if v["agent"] == step["agent"]}
         turned = any(pair[0] == step["tag"] and pair[1] in receivers for pair in told)
-        if not turned and (served or {}).get(step["tag"]) == "served":
+        if not turned and served.get(step["tag"]) == "served":
             result.lookups_without_turn += 1
-    return result
 
 
 def as_json(result: Score) -> str:
