@@ -152,11 +152,6 @@ def claim_messages(
     return result
 
 
-def claim_messages_for(*, seat: Seat, limit: int = PUSH_LIMIT) -> tuple[list[Push], int]:
-    """claim_messages for one seat (the stdio server's push)."""
-    return claim_messages({seat.pk: limit}).get(seat.pk, ([], 0))
-
-
 def replay_messages(*, seat: Seat, after: int) -> list[Push]:
     """Last-Event-ID: the pushes after that event id, rendered, in one hop."""
     return [

@@ -184,19 +184,6 @@ class ServerList:
         return self._paths
 
 
-def greets(path: str) -> bool:
-    """Does the server at `path` accept and greet a connection in time?"""
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        client.settimeout(CONNECT_SECONDS)
-        client.connect(path)
-        return client.recv(len(GREETING)) == GREETING
-    except OSError:
-        return False
-    finally:
-        client.close()
-
-
 def hello(path: str, store: str, settings_key: str) -> dict | None:
     """What the server at `path` says of itself: `{"kind": "daemon" | "stdio",
     "answers": whether it answers a caller of these settings}`; None when it does not

@@ -236,10 +236,6 @@ def _remote_focus(focus: dict | None) -> dict:
     }
 
 
-def seat_by_name(name: str) -> Seat | None:
-    return Seat.objects.select_related("agent").filter(name=name).first()
-
-
 # ---------------------------------------------------------------- liveness evidence
 
 

@@ -17,9 +17,6 @@ import os
 
 from bus import claimpaths, claimsql, ledger, repos
 
-# AGENT_SALON_AUTOCLAIM=0 (false, no, off): an edit does not claim its file softly.
-OFF = ("0", "false", "no", "off")
-
 
 def edit_target(payload: dict) -> str | None:
     """The file an Edit, Write, MultiEdit or NotebookEdit call names, else None."""
