@@ -221,3 +221,78 @@ def test_an_unknown_user_or_group_or_lookup_in_the_settings_stops_start_up_namin
         read({"AGENT_SALON_PEER_LOOKUP": "sometimes"})
     assert read({"AGENT_SALON_PEERS": "nobody, 4242"}).peers == {NOBODY, 4242}
     assert read({}).peers == frozenset() and read({}).peer_lookup == "auto"
+
+
+def test_install_http_provisions_a_token_in_the_data_directory_where_the_owner_cannot_be_read(
+    tmp_path,
+):
+    """Where the owner cannot be read, `salon install --http` issues the label a token,
+    keeps it in the user's data directory (0600), never in a project file, and the
+    entry's headers helper sends it: the entry's calls pass, the same without it not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    daemon = start_daemon(
+        tmp_path, AGENT_SALON_PEER_LOOKUP="off", HOME=str(home), XDG_DATA_HOME=str(home / "xdg")
+    )
+    proj = tmp_path / "web-app"
+    proj.mkdir()
+    try:
+        done = run_salon("install", "team", "--http", daemon.url, env=daemon.env, cwd=proj)
+        again = run_salon("install", "team", "--http", daemon.url, env=daemon.env, cwd=proj)
+        kept = home / "xdg" / "agent-salon" / "http-tokens.json"
+        url = f"{daemon.url}/mcp?label=web-app&room=team"
+        helper = subprocess.run(
+            [*_salon(), "hook", "mcp-headers"],
+            env={**daemon.env, "CLAUDE_CODE_MCP_SERVER_URL": url},
+            capture_output=True,
+            text=True,
+            cwd=proj,
+        )
+        headers = json.loads(helper.stdout)
+        token = headers.get("Authorization", "").removeprefix("Bearer ")
+        with_it = run_client(daemon.url, calls("web-app", token)[:2])
+        without = run_client(daemon.url, calls("web-app")[:2])
+        elsewhere = subprocess.run(
+            [*_salon(), "hook", "mcp-headers"],
+            env={
+                **daemon.env,
+                "CLAUDE_CODE_MCP_SERVER_URL": "http://127.0.0.1:1/mcp?label=web-app",
+            },
+            capture_output=True,
+            text=True,
+            cwd=proj,
+        )
+    finally:
+        daemon.stop()
+    assert done.returncode == 0, done.stderr
+    assert "token: the owner of a loopback connection cannot be read here" in done.stdout
+    assert "is issued in" in done.stdout and "is kept in" in again.stdout
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert token.startswith("salon_") and token in kept.read_text()
+    for path in [*proj.rglob("*"), home / ".claude.json"]:
+        if path.is_file():
+            assert token not in path.read_text(errors="replace"), path
+    assert [status for status, _ in with_it] == [200, 202]
+    assert [status for status, _ in without] == [403, 401]
+    assert json.loads(elsewhere.stdout) == {}  # a token goes to its own daemon only
+
+
+def test_install_http_provisions_no_token_where_the_owner_is_read(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    daemon = start_daemon(tmp_path, HOME=str(home), XDG_DATA_HOME=str(home / "xdg"))
+    proj = tmp_path / "web-app"
+    proj.mkdir()
+    try:
+        done = run_salon("install", "team", "--http", daemon.url, env=daemon.env, cwd=proj)
+    finally:
+        daemon.stop()
+    assert done.returncode == 0, done.stderr
+    assert "token:" not in done.stdout
+    assert not (home / "xdg" / "agent-salon" / "http-tokens.json").exists()
+
+
+def _salon() -> list[str]:
+    from tests.support import salon_cmd
+
+    return salon_cmd()

@@ -14,6 +14,7 @@ registered by the mcpgate app: mcpgate.claude.hooks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -83,6 +84,12 @@ def _print(stdout, output: dict | None) -> None:
         stdout.flush()
 
 
+def _data_dir(data_dir: Callable[[], str] | None) -> str | None:
+    with contextlib.suppress(Exception):
+        return data_dir() if data_dir is not None else None
+    return None
+
+
 def run_hook(
     argv: list[str],
     *,
@@ -90,11 +97,13 @@ def run_hook(
     line_for: Callable[[dict[str, str]], Line],
     stdin=None,
     stdout=None,
+    data_dir: Callable[[], str] | None = None,
 ) -> int:
     """Always exit status 0; stdout holds the hook's JSON or nothing.
 
     `environment()` reads the caller's settings (the environment merged with the config
     file) and `line_for(values)` names its store: both may fail, inside the guard.
+    `data_dir()`: this user's data directory, where mcp-headers finds a kept token.
     """
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
@@ -104,7 +113,7 @@ def run_hook(
         return 0
     if argv == ["mcp-headers"]:
         # Needs no store and no input; prints a JSON object whatever happens.
-        stdout.write(sessionmap.headers() + "\n")
+        stdout.write(sessionmap.headers(_data_dir(data_dir)) + "\n")
         stdout.flush()
         return 0
     ctx = line = None
