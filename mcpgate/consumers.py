@@ -267,7 +267,8 @@ def _joins_a_batch(message) -> bool:
         return False
     if message.method != "tools/call" or not isinstance(message.params, dict):
         return False
-    if message.params.get("name") not in SEND_TOOLS:
+    name = message.params.get("name")
+    if not isinstance(name, str) or name not in SEND_TOOLS:  # any JSON value may stand here
         return False
     arguments = message.params.get("arguments")
     meta = arguments.get("meta") if isinstance(arguments, dict) else None

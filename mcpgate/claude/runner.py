@@ -42,11 +42,15 @@ USAGE = (
 )
 
 
+class BusRefusal(RuntimeError):
+    """The bus said no to the hook's request (its rules: a refusal, not a failure)."""
+
+
 def run_somewhere(ctx: HookContext, line: Line) -> tuple[dict | None, float | None]:
     """(the hook's output, the seat's last_seen for the stamp)."""
     answer = line.answer({"op": "hook", "args": ctx.to_wire(), "caller": {}})
     if "refusal" in answer:
-        raise RuntimeError(answer["refusal"])
+        raise BusRefusal(answer["refusal"])
     result = answer["result"]
     last_seen = result.get("lastSeen")
     return result.get("output"), last_seen if isinstance(last_seen, float) else None
@@ -62,7 +66,7 @@ def judge_somewhere(ctx: HookContext, line: Line) -> None:
 
     answer = line.answer({"op": "triage-claim", "args": ctx.to_wire(), "caller": {}})
     if "refusal" in answer:
-        raise RuntimeError(answer["refusal"])
+        raise BusRefusal(answer["refusal"])
     found = answer["result"]
     work = found.get("work") or []
     command, timeout = list(found["command"]), float(found["timeout"])
@@ -73,7 +77,7 @@ def judge_somewhere(ctx: HookContext, line: Line) -> None:
         answered = {str(item["row"]): a for item, a in zip(work, answers, strict=True)}
         recorded = line.answer({"op": "triage-record", "args": {"answers": answered}, "caller": {}})
         if "refusal" in recorded:
-            raise RuntimeError(recorded["refusal"])
+            raise BusRefusal(recorded["refusal"])
         work = recorded["result"].get("work") or []
 
 
