@@ -107,11 +107,36 @@ def is_open(path: str) -> bool:
     return path in OPEN_PATHS or path == RELAY_PREFIX or path.startswith(RELAY_PREFIX + "/")
 
 
+# /healthz says whether the owner of this very connection could be read ("read" or
+# "unknown"; nothing for a connection from beyond this machine): `salon install --http`
+# provisions a token where it could not.
+OWNER_HEADER = b"x-salon-caller"
+
+
+def told(scope, send):
+    """`send`, adding OWNER_HEADER to the answer's head."""
+    said, _uid = verdict(scope)
+    if said == REMOTE:
+        return send
+    value = b"unknown" if said == UNKNOWN else b"read"
+
+    async def sending(message):
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (OWNER_HEADER, value)]}
+        await send(message)
+
+    return sending
+
+
 def guarded(app):
     """`app` behind the door (salon.asgi.application)."""
 
     async def gate(scope, receive, send):
-        if scope["type"] != "http" or is_open(scope.get("path", "")):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        if scope.get("path") == "/healthz":
+            return await app(scope, receive, told(scope, send))
+        if is_open(scope.get("path", "")):
             return await app(scope, receive, send)
         said, uid = verdict(scope)
         if said == REFUSED:

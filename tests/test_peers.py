@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from salon.config import ConfigError, read
@@ -183,6 +184,7 @@ def test_when_the_owner_cannot_be_read_every_caller_needs_a_token(tmp_path):
         no_label = run_client(daemon.url, [["POST", "/mcp", MCP_HEADERS, INITIALIZE]])
         tokened = run_client(daemon.url, calls("api", token))
         wrong = run_client(daemon.url, calls("web", token))
+        told = httpx.get(daemon.url + "/healthz").headers.get("x-salon-caller")
     finally:
         daemon.stop()
     assert bare[0][0] == 403 and "cannot tell which local user" in bare[0][1]
@@ -191,6 +193,7 @@ def test_when_the_owner_cannot_be_read_every_caller_needs_a_token(tmp_path):
     assert no_label[0][0] == 403 and "?label=" in no_label[0][1]
     assert [status for status, _ in tokened][:2] == [200, 202]
     assert [status for status, _ in wrong][:2] == [403, 401]
+    assert told == "unknown"  # what `salon install --http` asks
     assert "Traceback" not in daemon.log()
 
 
@@ -265,7 +268,7 @@ def test_install_http_provisions_a_token_in_the_data_directory_where_the_owner_c
     finally:
         daemon.stop()
     assert done.returncode == 0, done.stderr
-    assert "token: the owner of a loopback connection cannot be read here" in done.stdout
+    assert "token: the daemon cannot read which local user a connection is" in done.stdout
     assert "is issued in" in done.stdout and "is kept in" in again.stdout
     assert kept.stat().st_mode & 0o777 == 0o600
     assert token.startswith("salon_") and token in kept.read_text()
@@ -285,9 +288,11 @@ def test_install_http_provisions_no_token_where_the_owner_is_read(tmp_path):
     proj.mkdir()
     try:
         done = run_salon("install", "team", "--http", daemon.url, env=daemon.env, cwd=proj)
+        told = httpx.get(daemon.url + "/healthz").headers.get("x-salon-caller")
     finally:
         daemon.stop()
     assert done.returncode == 0, done.stderr
+    assert told == "read"
     assert "token:" not in done.stdout
     assert not (home / "xdg" / "agent-salon" / "http-tokens.json").exists()
 

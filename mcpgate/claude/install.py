@@ -156,11 +156,13 @@ def project(agent: str, rooms: list[str], *, dry_run, replace, http, triage) -> 
             )
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
-        check_daemon(claudeconfig.base_url(http))
+        owner_read = check_daemon(claudeconfig.base_url(http))
     else:
-        mcp_entry = claudeconfig.stdio_server(argv("mcp"), env)
+        mcp_entry, owner_read = claudeconfig.stdio_server(argv("mcp"), env), None
 
-    token_why = http_token_needed(claudeconfig.base_url(http), agent) if http else None
+    token_why = None
+    if http:
+        token_why = http_token_needed(claudeconfig.base_url(http), agent, owner_read)
     # Read and check everything before anything is written.
     plans = project_plans(here, portable, env, argv, mcp_entry, http=bool(http),
                           replace=replace)  # fmt: skip
@@ -379,9 +381,16 @@ def project_leftovers(project: Path) -> list[str]:
 # ------------------------------------------------------------ the store
 
 
-def http_token_needed(base: str, agent: str) -> str | None:
+# How a daemon's /healthz says whether it could read who a loopback connection is
+# (salon.gate); install cannot import the project's module to name it.
+OWNER_HEADER = "x-salon-caller"
+
+
+def http_token_needed(base: str, agent: str, owner_read: bool | None) -> str | None:
     """Why the HTTP entry's calls need a bearer token, or None: the daemon cannot tell
-    which local user calls it (salon.gate), or wants a token of every caller anyway."""
+    which local user calls it (salon.gate: its /healthz said so, `owner_read`; None when
+    it did not say, and then a connection of this process's own is looked up), or wants
+    a token of every caller anyway."""
     from urllib.parse import urlsplit
 
     from salond import peers
@@ -391,8 +400,8 @@ def http_token_needed(base: str, agent: str) -> str | None:
         return "AGENT_SALON_REQUIRE_TOKENS=1"
     if host != "localhost" and not peers.is_loopback(host):
         return f"the daemon is reached beyond this machine ({host})"
-    if not peers.works(settings.PEER_LOOKUP):
-        return "the owner of a loopback connection cannot be read here"
+    if owner_read is False or (owner_read is None and not peers.works(settings.PEER_LOOKUP)):
+        return "the daemon cannot read which local user a connection is"
     from bus import services
 
     if any(row["label"] == agent for row in services.tokens.list_tokens()):
@@ -424,8 +433,9 @@ def provision_token(base: str, agent: str, why: str, dry_run: bool) -> str:
     )
 
 
-def check_daemon(base: str) -> None:
-    """The daemon at `base` answers, and serves this store (nothing is written if not)."""
+def check_daemon(base: str) -> bool | None:
+    """The daemon at `base` answers, and serves this store (nothing is written if not).
+    Whether it could read who this connection is (its OWNER_HEADER; None: not said)."""
     import httpx
 
     try:
@@ -449,6 +459,7 @@ def check_daemon(base: str) -> None:
             "Start the daemon with the same settings, or run install "
             "with its settings (nothing was changed)"
         )
+    return {"read": True, "unknown": False}.get(answer.headers.get(OWNER_HEADER, ""))
 
 
 def store_state(rooms: list[str]) -> tuple[int | str, dict[str, str]]:
