@@ -29,6 +29,7 @@ from mcpgate import protocol
 from patches.daphne import CONNECTION_KEY
 from salon.lean import send_json
 from salond import peers
+from salond.metrics import PEER_LOOKUPS
 
 log = logging.getLogger("salon.gate")
 
@@ -62,6 +63,7 @@ def verdict(scope) -> tuple[str, int]:
         found = (REFUSED, uid)
     if state is not None:
         state["peer"] = found
+    PEER_LOOKUPS.labels(found=found[0]).inc()
     return found
 
 

@@ -301,3 +301,26 @@ def _salon() -> list[str]:
     from tests.support import salon_cmd
 
     return salon_cmd()
+
+
+def test_the_owner_is_looked_up_once_per_connection_not_per_request(tmp_path):
+    daemon = start_daemon(tmp_path)
+    try:
+        with httpx.Client() as kept_alive:
+            before = _lookups(kept_alive.get(daemon.url + "/metrics").text)
+            for _ in range(5):
+                assert kept_alive.get(daemon.url + "/healthz").status_code == 200
+            after = _lookups(kept_alive.get(daemon.url + "/metrics").text)
+        with httpx.Client() as another:
+            other = _lookups(another.get(daemon.url + "/metrics").text)
+    finally:
+        daemon.stop()
+    assert before >= 1 and after == before  # seven requests, one connection, one lookup
+    assert other == before + 1
+
+
+def _lookups(metrics: str) -> float:
+    for line in metrics.splitlines():
+        if line.startswith('salon_peer_lookups_total{found="admitted"}'):
+            return float(line.split()[-1])
+    return 0.0
