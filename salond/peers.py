@@ -91,7 +91,8 @@ def from_netlink(client, server) -> int:
     _length, kind = struct.unpack_from("=IH", answer)
     if kind != SOCK_DIAG_BY_FAMILY:
         return UNKNOWN  # NLMSG_ERROR: no such socket, or sock_diag not loaded
-    return struct.unpack_from("=I", answer, _UID_OFFSET)[0]
+    uid, inode = struct.unpack_from("=II", answer, _UID_OFFSET)
+    return uid if inode else UNKNOWN  # no inode: closed, see _closed
 
 
 def _proc_hex(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> str:
@@ -121,11 +122,18 @@ def from_proc(client, server, root: str = "/proc/net") -> int:
                 next(rows, None)  # the header
                 for row in rows:
                     fields = row.split()
-                    if len(fields) > 7 and fields[1] == ours and fields[2] == theirs:
-                        return int(fields[7]) if fields[7].isdigit() else UNKNOWN
+                    if len(fields) > 9 and fields[1] == ours and fields[2] == theirs:
+                        owned = fields[7].isdigit() and fields[9] not in ("", "0")
+                        return int(fields[7]) if owned else UNKNOWN  # see _closed
         except OSError:
             continue
     return UNKNOWN
+
+
+# _closed: a client socket its process has closed (orphaned, or in TIME_WAIT, which the
+# kernel keeps for a minute: a close() right after a request is sent gets there before
+# the server reads it) has no inode any more, and the kernel reports its uid as 0, root's,
+# whoever made it. Such a socket has no owner to tell: UNKNOWN, never uid 0.
 
 
 def owner(client, server, source: str = "auto") -> int:

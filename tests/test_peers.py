@@ -324,3 +324,52 @@ def _lookups(metrics: str) -> float:
         if line.startswith('salon_peer_lookups_total{found="admitted"}'):
             return float(line.split()[-1])
     return 0.0
+
+
+def test_a_client_socket_closed_before_it_is_looked_up_has_no_owner_never_root():
+    """The kernel reports a closed client socket (orphaned, or TIME_WAIT) with uid 0 and
+    no inode: read as root's, a daemon running as root would let in whoever sent a
+    request and closed at once. Such a socket's owner is UNKNOWN (tokens, then)."""
+    import time
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = socket.create_connection(listener.getsockname())
+        client.sendall(b"POST /notify HTTP/1.1\r\n\r\n")
+        client.close()
+        accepted, address = listener.accept()
+        with accepted:
+            time.sleep(0.2)  # the FIN has long been handled by the kernel
+            for source in ("netlink", "proc"):
+                assert peers.owner(address, accepted.getsockname(), source) == peers.UNKNOWN
+
+
+def test_another_user_who_sends_a_request_and_closes_at_once_writes_nothing(
+    tmp_path, nobody_python
+):
+    hit_and_run = r"""
+import json, socket, sys
+body = json.dumps({"content": "written by whoever closed first"}).encode()
+head = b"POST /notify?label=racer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+for _ in range(30):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(head + body)
+    s.close()
+"""
+    daemon = start_daemon(tmp_path)
+    try:
+        done = subprocess.run(
+            [*_as_nobody(), nobody_python, "-I", "-c", hit_and_run, str(daemon.port)],
+            cwd="/",
+            timeout=60,
+        )
+        assert done.returncode == 0
+        health = httpx.get(daemon.url + "/healthz")  # after the 30 requests were read
+        agents = run_salon("agents", "--json", env=daemon.env)
+    finally:
+        daemon.stop()
+    assert health.status_code == 200
+    assert "racer" not in agents.stdout
+    assert "Traceback" not in daemon.log()
