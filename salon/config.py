@@ -91,6 +91,8 @@ PER_CALLER = {
     "AGENT_SALON_BIND",
     "AGENT_SALON_DEBUG",
     # how the HTTP server treats its connections, not what the bus answers
+    "AGENT_SALON_PEERS",
+    "AGENT_SALON_PEER_LOOKUP",
     "AGENT_SALON_HEADER_TIMEOUT",
     "AGENT_SALON_BODY_TIMEOUT",
     "AGENT_SALON_CONNECTIONS_PER_ADDRESS",

@@ -373,3 +373,14 @@ for _ in range(30):
     assert health.status_code == 200
     assert "racer" not in agents.stdout
     assert "Traceback" not in daemon.log()
+
+
+def test_who_may_connect_is_the_doors_business_not_the_bus_a_command_is_still_answered():
+    """AGENT_SALON_PEERS and _PEER_LOOKUP shape the TCP door only: a command or hook whose
+    environment lacks them (the daemon's came from a unit file) still has the daemon's
+    settings key, so the daemon answers it over the local line."""
+    from salon.config import settings_key
+
+    plain = settings_key({"AGENT_SALON_DB": "/x/salon.db"})
+    opened = {"AGENT_SALON_DB": "/x/salon.db", "AGENT_SALON_PEERS": "nobody"}
+    assert settings_key({**opened, "AGENT_SALON_PEER_LOOKUP": "proc"}) == plain
