@@ -50,6 +50,7 @@ SCENARIOS = {
     "workers": ("bench.workers", [], 600),
     "ask": ("bench.ask", [], 600),
     "attention": ("bench.attention", [], 1800),
+    "fuzz": ("bench.fuzz", [], 1200),
 }
 
 

@@ -64,6 +64,8 @@ def locate(path: str, cwd: str | None = None) -> Place | None:
     path need not exist (a Write makes a new file): the nearest directory that does is
     where the search starts."""
     base = cwd or os.getcwd()
+    if "\0" in base or "\0" in path:
+        return None  # no file system path holds a NUL (a hook input's cwd may)
     full = os.path.realpath(os.path.join(base, path))
     probe = full
     while not os.path.isdir(probe):

@@ -28,6 +28,7 @@ from mcpgate.arguments import validate_arguments
 from mcpgate.protocol import ProtocolError
 from mcpgate.streamhost import StreamHost, seat_group
 from salond.metrics import REQUEST_SECONDS
+from salond.peers import TOKENS_REQUIRED
 from salond.streaming import RequestBody, StreamingHttpConsumer
 
 log = logging.getLogger("salon.mcp")
@@ -42,15 +43,18 @@ SSE_HEADERS = [
 ]
 
 
-def _load_and_check(session_id: str, token: str | None):
+def _load_and_check(session_id: str, token: str | None, required: bool = False):
     """The session and its token check, on the database thread (every request on a
-    session makes both): the session, or the ProtocolError to answer with."""
+    session makes both): the session, or the ProtocolError to answer with. `required`:
+    this caller needs a token whatever its label (TOKENS_REQUIRED)."""
     session = sessions.load_session(session_id)
     if session is None:
         raise protocol.http_error(
             404, "unknown or ended session: send initialize again for a new one"
         )
-    problem = services.tokens.token_problem(label=session.label or None, token=token)
+    problem = services.tokens.token_problem(
+        label=session.label or None, token=token, required=required
+    )
     if problem:
         raise protocol.http_error(403, problem)  # as check_token
     return session
@@ -118,6 +122,11 @@ class McpExchange:
     def _token(self) -> str | None:
         return strict.bearer_token(self.headers.get("authorization"))
 
+    def _tokens_required(self) -> bool:
+        """The door could not tell who is calling (salon.gate): a token, whatever the
+        label."""
+        return bool(self.scope.get(TOKENS_REQUIRED))
+
     def _session_id(self) -> str:
         session_id = self.headers.get(protocol.SESSION_HEADER)
         if not session_id:
@@ -128,7 +137,7 @@ class McpExchange:
 
     async def check_token(self, label: str | None) -> None:
         problem = await database_sync_to_async(services.tokens.token_problem)(
-            label=label, token=self._token()
+            label=label, token=self._token(), required=self._tokens_required()
         )
         if problem:
             # 403, not 401: a 401 sends Claude Code into OAuth discovery.
@@ -136,7 +145,7 @@ class McpExchange:
 
     async def load_session(self):
         self.session = await database_sync_to_async(_load_and_check)(
-            self._session_id(), self._token()
+            self._session_id(), self._token(), self._tokens_required()
         )
         return self.session
 
@@ -183,7 +192,7 @@ class McpExchange:
     def _answer_on_session(self, session_id: str, token: str | None, message):
         """On the database thread: a notification's None, a `wait` to start (Waiting),
         else (the answer, whether the call moved the session to another seat)."""
-        session = self.session = _load_and_check(session_id, token)
+        session = self.session = _load_and_check(session_id, token, self._tokens_required())
         protocol.check_protocol_version_header(self.headers.get(protocol.VERSION_HEADER))
         if not isinstance(message, protocol.Request):
             return None
@@ -258,7 +267,8 @@ def _joins_a_batch(message) -> bool:
         return False
     if message.method != "tools/call" or not isinstance(message.params, dict):
         return False
-    if message.params.get("name") not in SEND_TOOLS:
+    name = message.params.get("name")
+    if not isinstance(name, str) or name not in SEND_TOOLS:  # any JSON value may stand here
         return False
     arguments = message.params.get("arguments")
     meta = arguments.get("meta") if isinstance(arguments, dict) else None

@@ -13,6 +13,8 @@ to write.
 * guarded_factory_class: daphne's HTTP factory with deadlines and a per-address cap
   (not a speed-up: slow or idle connections cannot pile up), installed by replacing
   daphne.server.HTTPFactory, the name daphne's run() builds its factory from.
+* lean_server_class also hands each request's scope its connection's own dict (under
+  CONNECTION_KEY), for what is worked out once per connection.
 * name_every_status: Twisted's table of reason phrases, completed (a 422 went out as
   "422 Unknown Status Code").
 
@@ -24,6 +26,9 @@ protocol's _parsePOSTFormSubmission, HTTPChannel's request hooks, http.RESPONSES
 from __future__ import annotations
 
 from django.conf import settings
+
+# The scope key of a connection's own dict (lean_server_class).
+CONNECTION_KEY = "salon.connection"
 
 WRITTEN_FOR = {"daphne": ("4.1", "4.3"), "twisted": ("22.4", "27")}
 
@@ -97,6 +102,12 @@ def lean_server_class():
             self.changed.add(protocol)
 
         def create_application(self, protocol, scope):
+            # One dict per connection, the same in each of its requests' scopes: what is
+            # true of the connection is worked out once (salon.gate: who is calling).
+            channel = getattr(protocol, "channel", None)
+            if channel is not None:
+                state = channel.__dict__.setdefault("salon_connection", {})
+                scope[CONNECTION_KEY] = state
             queue = super().create_application(protocol, scope)
             if queue is not None:
                 instance = self.connections[protocol]["application_instance"]

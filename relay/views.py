@@ -43,6 +43,7 @@ from relay.webhook import (
     decode,
     parse_notify,
 )
+from salond.peers import TOKENS_REQUIRED
 
 log = logging.getLogger("salon.relay")
 
@@ -60,6 +61,9 @@ class Posted:
     content_type: str | None
     body: bytes  # at most MAX_BODY_BYTES + 1: one byte over tells a body too large
     remote_addr: str = ""
+    # The daemon could not tell which local user is calling (salon.gate): a token then,
+    # whatever the label.
+    tokens_required: bool = False
 
     @classmethod
     def from_request(cls, request) -> Posted:
@@ -70,6 +74,7 @@ class Posted:
             content_type=request.META.get("CONTENT_TYPE"),
             body=request.read(MAX_BODY_BYTES + 1),
             remote_addr=request.META.get("REMOTE_ADDR") or "",
+            tokens_required=bool(getattr(request, "scope", {}).get(TOKENS_REQUIRED)),
         )
 
 
@@ -186,7 +191,9 @@ def _notify(posted: Posted, senders: dict[str, Seat]) -> tuple[Answer, Seat]:
         raise NotifyError(400, str(exc), field="label") from None
     check_size(posted.content_length)
     problem = services.tokens.token_problem(
-        label=label, token=strict.bearer_token(posted.authorization)
+        label=label,
+        token=strict.bearer_token(posted.authorization),
+        required=posted.tokens_required,
     )
     if problem:
         raise NotifyError(401, problem)

@@ -9,9 +9,10 @@ answered directly, a stream by its consumer), the staff's live flow
 everything else to Django; it refuses every WebSocket upgrade (403: nothing here speaks
 WebSocket). `relay_application` is `salon relay serve`'s: the relay's API and /healthz,
 nothing else (no MCP, webhook, admin or live view on a relay's address), and no daemon
-(a relay keeps no sessions). Building them starts nothing; `salon serve` starts the daemon
-as soon as daphne listens, and any first request starts it otherwise (`runserver`,
-tests).
+(a relay keeps no sessions). `application` is behind salon.gate: a loopback connection
+of another local user is refused before any of that. Building them starts nothing;
+`salon serve` starts the daemon as soon as daphne listens, and any first request starts
+it otherwise (`runserver`, tests).
 """
 
 import os
@@ -28,6 +29,7 @@ from django.urls import path, re_path  # noqa: E402
 
 from mcpgate.consumers import mcp_application  # noqa: E402
 from mcpgate.streamhost import StreamHost  # noqa: E402
+from salon.gate import guarded  # noqa: E402
 from salon.health import asgi_healthz  # noqa: E402
 from salon.lean import asgi_notify, send_json  # noqa: E402
 from salon.live import LiveStream  # noqa: E402
@@ -56,7 +58,7 @@ async def refuse_websocket(scope, receive, send) -> None:
     await send({"type": "websocket.close", "code": 1008})
 
 
-async def application(scope, receive, send):
+async def served(scope, receive, send):
     if scope["type"] == "websocket":
         return await refuse_websocket(scope, receive, send)
     if scope["type"] != "lifespan":
@@ -70,6 +72,10 @@ async def application(scope, receive, send):
             if scope["path"] == "/notify":
                 return await asgi_notify(scope, receive, send)  # nor this (salon.lean)
     return await router(scope, receive, send)
+
+
+# On this machine, this user only (and AGENT_SALON_PEERS): salon.gate, before anything.
+application = guarded(served)
 
 
 # What a relay serves (`salon relay serve`): every other path is a 404 there.

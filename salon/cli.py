@@ -209,9 +209,12 @@ def _prepare(argv: list[str]) -> None:
 
 def run_hook(argv: list[str]) -> int:
     from mcpgate.claude.runner import run_hook
-    from salon import config
+    from salon import config, store
 
-    return run_hook(argv, environment=config.merged_environment, line_for=_line)
+    return run_hook(
+        argv, environment=config.merged_environment, line_for=_line,
+        data_dir=store.default_data_dir,
+    )  # fmt: skip
 
 
 def run_verb(argv: list[str]) -> int:

@@ -35,6 +35,11 @@ KNOWN = {
     "AGENT_SALON_LONG_CHARS": "1500",
     "AGENT_SALON_INBOX_CHARS": "1200",
     "AGENT_SALON_REQUIRE_TOKENS": "0",
+    # other local users let through to the TCP port (salon.gate): user names, uids or
+    # @group, comma-separated; and how a connection's owner is read (salond.peers:
+    # auto, netlink, proc, or off: nobody's is, so every caller needs a token)
+    "AGENT_SALON_PEERS": "",
+    "AGENT_SALON_PEER_LOOKUP": "auto",
     "AGENT_SALON_SESSION_IDLE": "7d",
     # seconds a request's head, and then its body, may take to arrive; connections one
     # client address may hold open at once (0: no cap) (salon.serving)
@@ -86,6 +91,8 @@ PER_CALLER = {
     "AGENT_SALON_BIND",
     "AGENT_SALON_DEBUG",
     # how the HTTP server treats its connections, not what the bus answers
+    "AGENT_SALON_PEERS",
+    "AGENT_SALON_PEER_LOOKUP",
     "AGENT_SALON_HEADER_TIMEOUT",
     "AGENT_SALON_BODY_TIMEOUT",
     "AGENT_SALON_CONNECTIONS_PER_ADDRESS",
@@ -174,6 +181,8 @@ def read(values: Mapping[str, str]) -> SimpleNamespace:
         inbox_chars=cfg.integer("AGENT_SALON_INBOX_CHARS"),
         stats_days=cfg.integer("AGENT_SALON_STATS_DAYS", minimum=1, maximum=3650),
         require_tokens=cfg.flag("AGENT_SALON_REQUIRE_TOKENS"),
+        peers=_peers(cfg.items("AGENT_SALON_PEERS")),
+        peer_lookup=_peer_lookup(cfg.text("AGENT_SALON_PEER_LOOKUP") or "auto"),
         debug=cfg.flag("AGENT_SALON_DEBUG"),
         allowed_hosts=cfg.items("AGENT_SALON_ALLOWED_HOSTS"),
         default_room=cfg.text("AGENT_SALON_DEFAULT_ROOM") or "salon",
@@ -239,6 +248,30 @@ def triage_command(value: str) -> list[str]:
             f"AGENT_SALON_TRIAGE_CMD={value[:80]!r} cannot be split into words ({exc}); "
             "check its quotes"
         ) from None
+
+
+def _peers(items: list[str]) -> frozenset[int]:
+    if not items:
+        return frozenset()  # the default: nothing to look up (a hook reads this too)
+    from salond.peers import allowed_uids
+
+    try:
+        return allowed_uids(items)
+    except ValueError as exc:
+        raise ConfigError(
+            f"AGENT_SALON_PEERS: {exc}; name users, uids or @groups, comma-separated"
+        ) from None
+
+
+PEER_LOOKUPS = ("auto", "netlink", "proc", "off")
+
+
+def _peer_lookup(value: str) -> str:
+    if value.lower() not in PEER_LOOKUPS:
+        raise ConfigError(
+            f"AGENT_SALON_PEER_LOOKUP={value[:40]!r} is not one of {', '.join(PEER_LOOKUPS)}"
+        )
+    return value.lower()
 
 
 def _bind_address(value: str) -> str:

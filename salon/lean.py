@@ -101,6 +101,7 @@ async def asgi_notify(scope, receive, send) -> None:
         content_type=headers.get("content-type"),
         body=body.value(),
         remote_addr=client[0] or "",
+        tokens_required=bool(scope.get(relay_views.TOKENS_REQUIRED)),
     )
     status, answer = await relay_views.answer(posted)
     extra = [(b"www-authenticate", b'Bearer realm="agent-salon"')] if status == 401 else []

@@ -136,6 +136,9 @@ try:
     # The stats ledger's retention in days, enforced by `salon prune` (bus.stats).
     STATS_DAYS = _read.stats_days
     REQUIRE_TOKENS, DEBUG = _read.require_tokens, _read.debug
+    # Who besides this user may reach the TCP port from this machine, and how a
+    # connection's owner is read (salon.gate, salond.peers).
+    PEERS, PEER_LOOKUP = _read.peers, _read.peer_lookup
     MCP_ALLOWED_HOSTS = _read.allowed_hosts
     DEFAULT_ROOM, AGENT_NAME, AGENT_ROOMS = _read.default_room, _read.agent_name, _read.agent_rooms
     # "" = decide from the hook input and the terminal; "1"/"0" force it.

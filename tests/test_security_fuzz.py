@@ -16,6 +16,7 @@ import json
 import string
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
@@ -641,3 +642,78 @@ def test_the_fuzzed_daemon_stores_entries_under_a_label_of_its_own(fuzzed):
     reader.result("join", {"room": "fuzz"})
     history = reader.result("history", {"room": "fuzz", "limit": 5})
     assert marker in [entry["content"] for entry in history["entries"]]
+
+
+# ------------------------------------------------- the bench's fuzzer, and what it found
+
+
+def test_the_bench_fuzzer_in_a_few_hundred_cases_finds_no_5xx_no_traceback_and_loses_nothing(
+    tmp_path,
+):
+    """bench/fuzz.py (20,000 cases in the bench) over /mcp, /notify and every hook's
+    stdin, here in 400 cases of another seed: every claim of its table holds."""
+    import subprocess
+    import sys
+
+    from bench.common import read_json
+    from tests.support import REPO
+
+    out = tmp_path / "fuzz.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.fuzz", "--cases", "400", "--seed", "51", "--json", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    found = {figure.name: figure for figure in read_json(out)}
+    assert found["fuzz: cases run"].value == 400
+    for name in (
+        "fuzz: 5xx answers",
+        "fuzz: tracebacks (answers, daemon log)",
+        "fuzz: hook failures (exit, output, log)",
+        "fuzz: acknowledged /notify entries lost",
+    ):
+        assert found[name].value == 0, (name, found[name].detail)
+
+
+def test_a_tool_call_naming_its_tool_with_an_object_is_refused_not_a_500(fuzzed):
+    """REGRESSION: found by bench/fuzz.py — `"name": {...}` in a tools/call reached the
+    send-batching check as a dict (unhashable): a 500 and a traceback."""
+    mcp = fuzzed.session("fuzz-name")
+    for name in ({"room": "x"}, ["send"], 5, None):
+        mcp.next_id += 1
+        message = {"jsonrpc": "2.0", "id": mcp.next_id, "method": "tools/call",
+                   "params": {"name": name, "arguments": {}}}  # fmt: skip
+        answer = mcp.post(message)
+        assert answer.status_code < 500, (name, answer.text)
+        assert TRACEBACK not in answer.text
+    assert_healthy(fuzzed)
+
+
+@pytest.mark.parametrize(
+    "kind,fields",
+    [
+        ("session-start", {"cwd": "/tmp/a\u0000b"}),  # found by bench/fuzz.py: a traceback
+        ("heartbeat", {"tool_name": {"Edit": 1}, "tool_input": {"file_path": "x"}}),
+        ("heartbeat", {"tool_name": ["Write"]}),
+    ],
+)
+def test_a_hook_input_with_a_nul_cwd_or_a_tool_name_of_the_wrong_type_is_refused_in_one_line(
+    fuzzed, tmp_path, kind, fields
+):
+    """REGRESSION: found by bench/fuzz.py — a cwd holding a NUL reached the repository
+    lookup (ValueError, a traceback in the daemon's log), a tool_name that was an object
+    the claim table (TypeError). Both are now the hook's refusal or nothing at all."""
+    session = str(uuid.uuid4())
+    payload = json.loads(hook_payload("heartbeat" if kind == "heartbeat" else kind, session,
+                                      str(tmp_path)))  # fmt: skip
+    payload.update(fields)
+    done = run_hook(fuzzed.daemon.env, kind, json.dumps(payload), cwd=tmp_path)
+    assert done.returncode == 0 and TRACEBACK.encode() not in done.stdout + done.stderr
+    assert done.stdout.strip() == b"" or isinstance(json.loads(done.stdout), dict)
+    log = Path(fuzzed.daemon.env["AGENT_SALON_DB"]).parent / "agent-salon-hooks.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    assert "TypeError" not in text and "ValueError" not in text, text[-2000:]
+    assert_healthy(fuzzed)

@@ -42,6 +42,9 @@ def list_tokens() -> list[dict]:
     ]
 
 
+# Why a token is needed when nothing else asks for one.
+UNKNOWN_CALLER = "the daemon cannot tell which local user is calling"
+
 # Every MCP request and every /notify asks this: one indexed statement (on the folded
 # label: token_active_by_folded_label), written out rather than compiled by the ORM on
 # every call.
@@ -57,25 +60,29 @@ def _tokened_spellings(label: str) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def token_problem(*, label: str | None, token: str | None) -> str | None:
-    """None when the caller may proceed; else what is wrong and how to fix it."""
+def token_problem(*, label: str | None, token: str | None, required: bool = False) -> str | None:
+    """None when the caller may proceed; else what is wrong and how to fix it.
+    `required`: this caller needs a token whatever its label (the daemon could not tell
+    which local user it is: salon.gate)."""
     tokened = _tokened_spellings(label) if label else []
     variant = rules.case_variant_problem(label, tokened) if label else None
     if variant:
         return variant
-    needed = settings.REQUIRE_TOKENS or bool(tokened)
+    needed = settings.REQUIRE_TOKENS or required or bool(tokened)
     if not needed:
         return None
     if not label:
         # Tokens belong to a label, so a caller without one can never present a valid one.
+        why = "AGENT_SALON_REQUIRE_TOKENS=1" if settings.REQUIRE_TOKENS else UNKNOWN_CALLER
         return (
-            "AGENT_SALON_REQUIRE_TOKENS=1: every caller needs a label and its bearer token; "
+            f"{why}: every caller needs a label and its bearer token; "
             "add ?label=<agent> to the URL and send 'Authorization: Bearer <token>' "
             "(issue one with `salon token issue <agent>`)"
         )
     if not token:
+        why = "" if tokened or settings.REQUIRE_TOKENS else f" ({UNKNOWN_CALLER})"
         return (
-            f"label {label!r} needs a bearer token: send 'Authorization: Bearer <token>' "
+            f"label {label!r} needs a bearer token{why}: send 'Authorization: Bearer <token>' "
             f"(issue one with `salon token issue {label or 'LABEL'}`)"
         )
     active = Token.objects.filter(revoked_at__isnull=True, label=label)

@@ -20,7 +20,10 @@ from bus import claimpaths, claimsql, ledger, repos
 
 def edit_target(payload: dict) -> str | None:
     """The file an Edit, Write, MultiEdit or NotebookEdit call names, else None."""
-    key = claimpaths.EDIT_TOOLS.get(payload.get("tool_name"))
+    tool = payload.get("tool_name")
+    # Any JSON value may stand here: only a string can name a tool (a list or an object
+    # is no key of the table).
+    key = claimpaths.EDIT_TOOLS.get(tool) if isinstance(tool, str) else None
     tool_input = payload.get("tool_input")
     if key is None or not isinstance(tool_input, dict):
         return None

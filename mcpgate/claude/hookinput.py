@@ -154,6 +154,8 @@ def hook_context(kind: str, payload: dict, environ: dict[str, str], store: str) 
     cwd = payload.get("cwd")
     if not isinstance(cwd, str) or not cwd:
         cwd = os.getcwd()
+    if "\0" in cwd or len(cwd) > 4096:
+        raise HookInputError(f"the hook input's cwd is not a directory's path: {cwd[:80]!r}")
     agent = environ.get("AGENT_SALON_NAME", "").strip() or os.path.basename(cwd.rstrip("/") or "/")
     session = payload.get("session_id")
     if not isinstance(session, str) or not session.strip():

@@ -156,10 +156,13 @@ def project(agent: str, rooms: list[str], *, dry_run, replace, http, triage) -> 
             )
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
-        check_daemon(claudeconfig.base_url(http))
+        owner_read = check_daemon(claudeconfig.base_url(http))
     else:
-        mcp_entry = claudeconfig.stdio_server(argv("mcp"), env)
+        mcp_entry, owner_read = claudeconfig.stdio_server(argv("mcp"), env), None
 
+    token_why = None
+    if http:
+        token_why = http_token_needed(claudeconfig.base_url(http), agent, owner_read)
     # Read and check everything before anything is written.
     plans = project_plans(here, portable, env, argv, mcp_entry, http=bool(http),
                           replace=replace)  # fmt: skip
@@ -176,10 +179,13 @@ def project(agent: str, rooms: list[str], *, dry_run, replace, http, triage) -> 
 
         # Where the here is: its policy for requests is read there.
         services.seats.record_root(agent=agent, root=str(here))
-    return report(
+    lines = report(
         agent, here, rooms, plans, room_states, pending, http, dry_run, why=why,
         triage=triage,
     )  # fmt: skip
+    if token_why:
+        lines += "\n" + provision_token(claudeconfig.base_url(http), agent, token_why, dry_run)
+    return lines
 
 
 def project_plans(project, portable, env, argv, mcp_entry, *, http, replace) -> list[Planned]:
@@ -375,8 +381,61 @@ def project_leftovers(project: Path) -> list[str]:
 # ------------------------------------------------------------ the store
 
 
-def check_daemon(base: str) -> None:
-    """The daemon at `base` answers, and serves this store (nothing is written if not)."""
+# How a daemon's /healthz says whether it could read who a loopback connection is
+# (salon.gate); install cannot import the project's module to name it.
+OWNER_HEADER = "x-salon-caller"
+
+
+def http_token_needed(base: str, agent: str, owner_read: bool | None) -> str | None:
+    """Why the HTTP entry's calls need a bearer token, or None: the daemon cannot tell
+    which local user calls it (salon.gate: its /healthz said so, `owner_read`; None when
+    it did not say, and then a connection of this process's own is looked up), or wants
+    a token of every caller anyway."""
+    from urllib.parse import urlsplit
+
+    from salond import peers
+
+    host = urlsplit(base).hostname or ""
+    if settings.REQUIRE_TOKENS:
+        return "AGENT_SALON_REQUIRE_TOKENS=1"
+    if host != "localhost" and not peers.is_loopback(host):
+        return f"the daemon is reached beyond this machine ({host})"
+    if owner_read is False or (owner_read is None and not peers.works(settings.PEER_LOOKUP)):
+        return "the daemon cannot read which local user a connection is"
+    from bus import services
+
+    if any(row["label"] == agent for row in services.tokens.list_tokens()):
+        return f"{agent} has a token"
+    return None
+
+
+def provision_token(base: str, agent: str, why: str, dry_run: bool) -> str:
+    """A token for `agent`, kept in this user's data directory for the headers helper
+    (mcpgate.claude.httptokens); one still valid there is kept. The report's line."""
+    from bus import services
+    from mcpgate.claude import httptokens
+
+    path = httptokens.path_in(str(settings.USER_DATA_DIR))
+    kept = httptokens.lookup(path, f"{base}/mcp?label={agent}")
+    valid = kept is not None and (
+        services.tokens.token_problem(label=agent, token=kept, required=True) is None
+    )
+    if valid:
+        state = "kept"
+    elif dry_run:
+        state = "would be issued"
+    else:
+        httptokens.save(path, base, agent, services.tokens.issue_token(label=agent))
+        state = "issued"
+    return (
+        f"  token: {why}, so every call needs a token; {agent}'s is {state} in {path} "
+        "(0600, never in a project file), sent by the headers helper (salon hook mcp-headers)"
+    )
+
+
+def check_daemon(base: str) -> bool | None:
+    """The daemon at `base` answers, and serves this store (nothing is written if not).
+    Whether it could read who this connection is (its OWNER_HEADER; None: not said)."""
     import httpx
 
     try:
@@ -400,6 +459,7 @@ def check_daemon(base: str) -> None:
             "Start the daemon with the same settings, or run install "
             "with its settings (nothing was changed)"
         )
+    return {"read": True, "unknown": False}.get(answer.headers.get(OWNER_HEADER, ""))
 
 
 def store_state(rooms: list[str]) -> tuple[int | str, dict[str, str]]:

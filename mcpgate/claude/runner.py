@@ -14,6 +14,7 @@ registered by the mcpgate app: mcpgate.claude.hooks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -41,11 +42,15 @@ USAGE = (
 )
 
 
+class BusRefusal(RuntimeError):
+    """The bus said no to the hook's request (its rules: a refusal, not a failure)."""
+
+
 def run_somewhere(ctx: HookContext, line: Line) -> tuple[dict | None, float | None]:
     """(the hook's output, the seat's last_seen for the stamp)."""
     answer = line.answer({"op": "hook", "args": ctx.to_wire(), "caller": {}})
     if "refusal" in answer:
-        raise RuntimeError(answer["refusal"])
+        raise BusRefusal(answer["refusal"])
     result = answer["result"]
     last_seen = result.get("lastSeen")
     return result.get("output"), last_seen if isinstance(last_seen, float) else None
@@ -61,7 +66,7 @@ def judge_somewhere(ctx: HookContext, line: Line) -> None:
 
     answer = line.answer({"op": "triage-claim", "args": ctx.to_wire(), "caller": {}})
     if "refusal" in answer:
-        raise RuntimeError(answer["refusal"])
+        raise BusRefusal(answer["refusal"])
     found = answer["result"]
     work = found.get("work") or []
     command, timeout = list(found["command"]), float(found["timeout"])
@@ -72,7 +77,7 @@ def judge_somewhere(ctx: HookContext, line: Line) -> None:
         answered = {str(item["row"]): a for item, a in zip(work, answers, strict=True)}
         recorded = line.answer({"op": "triage-record", "args": {"answers": answered}, "caller": {}})
         if "refusal" in recorded:
-            raise RuntimeError(recorded["refusal"])
+            raise BusRefusal(recorded["refusal"])
         work = recorded["result"].get("work") or []
 
 
@@ -83,6 +88,12 @@ def _print(stdout, output: dict | None) -> None:
         stdout.flush()
 
 
+def _data_dir(data_dir: Callable[[], str] | None) -> str | None:
+    with contextlib.suppress(Exception):
+        return data_dir() if data_dir is not None else None
+    return None
+
+
 def run_hook(
     argv: list[str],
     *,
@@ -90,11 +101,13 @@ def run_hook(
     line_for: Callable[[dict[str, str]], Line],
     stdin=None,
     stdout=None,
+    data_dir: Callable[[], str] | None = None,
 ) -> int:
     """Always exit status 0; stdout holds the hook's JSON or nothing.
 
     `environment()` reads the caller's settings (the environment merged with the config
     file) and `line_for(values)` names its store: both may fail, inside the guard.
+    `data_dir()`: this user's data directory, where mcp-headers finds a kept token.
     """
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
@@ -104,7 +117,7 @@ def run_hook(
         return 0
     if argv == ["mcp-headers"]:
         # Needs no store and no input; prints a JSON object whatever happens.
-        stdout.write(sessionmap.headers() + "\n")
+        stdout.write(sessionmap.headers(_data_dir(data_dir)) + "\n")
         stdout.flush()
         return 0
     ctx = line = None

@@ -99,11 +99,19 @@ def lookup(wait_seconds: float = WAIT_SECONDS) -> str | None:
         time.sleep(POLL_SECONDS)
 
 
-def headers() -> str:
+def headers(data_dir: str | None = None) -> str:
     """What `salon hook mcp-headers` prints: a JSON object of headers ({} when the
     session is unknown: the connection then starts as a seat of its own, and the
-    prompt's checkin binds it)."""
-    session_id = None
+    prompt's checkin binds it), with the bearer token `salon install --http` kept in the
+    user's `data_dir` for the entry's URL, if any (mcpgate.claude.httptokens)."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(Exception):
+        if data_dir:
+            from mcpgate.claude import httptokens
+
+            found.update(httptokens.header(data_dir))
     with contextlib.suppress(Exception):
         session_id = lookup()
-    return json.dumps({HEADER: session_id} if session_id else {})
+        if session_id:
+            found[HEADER] = session_id
+    return json.dumps(found)
