@@ -8,6 +8,12 @@ load average) and appends it, dated, with the machine, to bench/RESULTS.md.
 judged where the size differs from the target's): it checks that every scenario still
 runs, and does not write RESULTS.md unless --write is given. Exit status: 1 if a
 scenario failed to run (a missed target is a finding, not a failure).
+
+--seconds S gives the run a time budget (CI's, what its 30 minutes leave after the
+suites): a scenario is started only while the budget lasts and those left are named as
+not run, which is no failure. So that no scenario is always the one left out, a budgeted
+run starts at a different scenario each day (the day of the year picks it) and goes
+round.
 """
 
 from __future__ import annotations
@@ -83,12 +89,21 @@ def run_scenario(name: str, quick: bool, log: Path) -> list[Figure]:
         return read_json(out)
 
 
+def in_todays_order(names: list[str]) -> list[str]:
+    """The same scenarios, starting at the one the day of the year picks, round."""
+    start = time.gmtime().tm_yday % len(names)
+    return names[start:] + names[:start]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the smoke version (small sizes)")
     parser.add_argument("--only", help=f"comma-separated, of: {', '.join(SCENARIOS)}")
     parser.add_argument("--write", action="store_true", help="write RESULTS.md (also --quick)")
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
+    parser.add_argument(
+        "--seconds", type=float, help="start no scenario after this many seconds (see above)"
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.only.split(",")] if args.only else list(SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
@@ -104,7 +119,11 @@ def main() -> int:
     kind = ("quick" if args.quick else "full") + (f", only {args.only}" if args.only else "")
     print(f"agent-salon benchmarks ({kind}), log in {log}", file=sys.stderr, flush=True)
     figures: list[Figure] = []
-    for name in names:
+    not_run: list[str] = []
+    for name in in_todays_order(names) if args.seconds else names:
+        if args.seconds and time.monotonic() - started > args.seconds:
+            not_run.append(name)
+            continue
         figures.extend(run_scenario(name, args.quick, log))
     took = time.monotonic() - started
     command = "python -m bench" + (" --quick" if args.quick else "")
@@ -121,6 +140,11 @@ def main() -> int:
             "",
             table(figures),
             "",
+            *(
+                [f"Not run, out of the {args.seconds:.0f} s budget: {', '.join(not_run)}.", ""]
+                if not_run
+                else []
+            ),
         ]
     )
     print(section)
