@@ -95,6 +95,21 @@ def in_todays_order(names: list[str]) -> list[str]:
     return names[start:] + names[:start]
 
 
+def run_all(
+    names: list[str], quick: bool, seconds: float | None, log: Path
+) -> tuple[list[Figure], list[str]]:
+    """(the figures of the scenarios run, the names of those the budget left out)."""
+    started = time.monotonic()
+    figures: list[Figure] = []
+    not_run: list[str] = []
+    for name in in_todays_order(names) if seconds else names:
+        if seconds and time.monotonic() - started > seconds:
+            not_run.append(name)
+            continue
+        figures.extend(run_scenario(name, quick, log))
+    return figures, not_run
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the smoke version (small sizes)")
@@ -118,13 +133,7 @@ def main() -> int:
     started = time.monotonic()
     kind = ("quick" if args.quick else "full") + (f", only {args.only}" if args.only else "")
     print(f"agent-salon benchmarks ({kind}), log in {log}", file=sys.stderr, flush=True)
-    figures: list[Figure] = []
-    not_run: list[str] = []
-    for name in in_todays_order(names) if args.seconds else names:
-        if args.seconds and time.monotonic() - started > args.seconds:
-            not_run.append(name)
-            continue
-        figures.extend(run_scenario(name, args.quick, log))
+    figures, not_run = run_all(names, args.quick, args.seconds, log)
     took = time.monotonic() - started
     command = "python -m bench" + (" --quick" if args.quick else "")
     if args.only:
