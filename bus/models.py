@@ -339,8 +339,9 @@ class WakeDecision(models.Model):
 
     LISTENER_LIVE, LISTENER_HOOK, LISTENER_NONE = "live", "hook", "none"
     # What can tell an entry: the wait tool's result, a `salon wait` line (the Monitor),
-    # a Stop-hook block, the SessionStart context, an inbox or peek that returns it.
-    TELLERS = ("wait", "monitor", "stop", "start", "inbox")
+    # a Stop-hook block, the SessionStart context, an inbox or peek that returns it, the
+    # context a prompt is sent with (a UserPromptSubmit hook: Codex CLI's).
+    TELLERS = ("wait", "monitor", "stop", "start", "inbox", "prompt")
 
     # No index of its own: the unique (entry, seat) serves every lookup by entry.
     entry = models.ForeignKey(

@@ -87,7 +87,8 @@ TOLD = Q(told_at__isnull=False)
 TOLD_BY = {
     "announced": ("wait", "monitor"),
     "turnsHeld": ("stop",),
-    "toldAtStart": ("start",),
+    # at the start of a session, or of a turn (the context its prompt is sent with)
+    "toldAtStart": ("start", "prompt"),
     "toldByReading": ("inbox",),
 }
 # A seat of another machine (`agent@device#sid8`, a name only the relay writes) is told

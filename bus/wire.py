@@ -88,6 +88,10 @@ def seat_line(seat: Seat, at: datetime, claims: list[dict] | None = None) -> dic
         "quietUntil": iso(seat.quiet_until) if quiet else None,
         "focus": focus(seat, at),
         "claims": claims or [],
+        "client": seat.client or None,
+        # False: nothing can start a turn in its idle session; a claim is told at its
+        # next turn (bus.rules.TOLD_AT_NEXT_TURN).
+        "idleWake": seat.client not in rules.TOLD_AT_NEXT_TURN if seat.client else None,
     }
 
 

@@ -82,6 +82,7 @@ from bus.rules.limits import (
     REASONS,
     SIBLING_WINDOW,
     STALE_FOCUS,
+    TOLD_AT_NEXT_TURN,
     TYPES,
     UNKNOWN,
     UNKNOWN_WINDOW,
@@ -105,7 +106,7 @@ from bus.rules.names import (
     validate_name,
 )
 from bus.rules.reading import Clip, bounded, clip, first_cursor, oldest_first
-from bus.rules.report import AddresseeStatus, send_notices
+from bus.rules.report import AddresseeStatus, next_turn_notice, send_notices
 from bus.rules.search import (
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
@@ -188,6 +189,7 @@ __all__ = [
     "SOFT_CLAIM",
     "SOFT_RENEW_BELOW",
     "STALE_FOCUS",
+    "TOLD_AT_NEXT_TURN",
     "TYPES",
     "UNKNOWN",
     "UNKNOWN_WINDOW",
@@ -229,6 +231,7 @@ __all__ = [
     "marked",
     "names_in",
     "net_judges",
+    "next_turn_notice",
     "normalize_claim_path",
     "normalize_type",
     "oldest_first",

@@ -21,6 +21,10 @@ LIVENESS = (LIVE, UNKNOWN, GONE)
 CLAUDE, CODEX, GEMINI, OPENCODE, PERSON = "claude", "codex", "gemini", "opencode", "person"
 AGENT_CLIENTS = (CLAUDE, CODEX, GEMINI, OPENCODE)
 CLIENTS = (*AGENT_CLIENTS, PERSON)
+# The clients whose idle session nothing can start a turn in (Codex CLI's `codex exec`,
+# and its interactive sessions until salon speaks to its app-server): a claim on such a
+# seat is told at its next turn (a prompt, or the end of a turn), never while it waits.
+TOLD_AT_NEXT_TURN = (CODEX,)
 
 
 LIVE_WINDOW = timedelta(minutes=2)

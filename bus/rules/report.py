@@ -100,3 +100,14 @@ def send_notices(
 
 def _minutes(window: timedelta) -> int:
     return int(window.total_seconds() // 60)
+
+
+def next_turn_notice(seats: Sequence[str]) -> str:
+    """The notice for the woken seats whose client nothing can wake while idle
+    (TOLD_AT_NEXT_TURN): told at their next turn, not now."""
+    names = ", ".join(_show(name) for name in seats)
+    verb = "is a session" if len(seats) == 1 else "are sessions"
+    return (
+        f"{names} {verb} of a client that cannot be woken while idle (Codex CLI): "
+        "the entry is told at its next turn (its next prompt, or when a turn it is in ends)."
+    )

@@ -107,6 +107,10 @@ def send_entry(
         wakes, notices = decided.wakes, decided.notices
 
     report = wire.send_report(entry, seat, wakes, notices, decided.there)
+    later = seats.told_at_next_turn(wakes)
+    if later:
+        report["toldAtNextTurn"] = later
+        report["notice"] = [*report["notice"], rules.next_turn_notice(later)]
     if asked is not None:
         # Served, denied or judged already when this process settled it on commit.
         report.update(requests.report_of(asked))

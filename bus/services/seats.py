@@ -30,8 +30,12 @@ def check_in(
     join_defaults: bool = False,
     joining: str | None = None,
     touch: bool = True,
+    client: str = "",
 ) -> Seat:
     """Find or create the seat of (agent, session id) and record a sign of life.
+
+    `client`: who sits in it (bus.rules.CLIENTS: the hooks and `salon mcp` of an agent
+    CLI name theirs), recorded when it differs from what the seat says.
 
     With join_defaults, a seat new to the bus joins its default rooms once:
     `default_rooms` if given (the caller's own AGENT_SALON_ROOM or ?room=), else the rooms
@@ -54,6 +58,9 @@ def check_in(
     if touch:
         Seat.objects.filter(pk=seat.pk).update(last_seen=at)
         seat.last_seen = at
+    if client and client in rules.CLIENTS and seat.client != client:
+        Seat.objects.filter(pk=seat.pk).update(client=client)
+        seat.client = client
     if join_defaults and not seat.defaults_applied:
         _join_default_rooms(seat, [joining] if joining else default_rooms)
     return seat
@@ -84,6 +91,19 @@ def _find_or_make_seat(agent: str, session_id: str | None, host: str, at) -> Sea
     except IntegrityError:  # a concurrent check-in created it first
         seat = Seat.objects.select_related("agent").get(name=name)
     return seat
+
+
+def told_at_next_turn(names: Sequence[str]) -> list[str]:
+    """Of these seats, those whose client nothing can wake while it is idle
+    (bus.rules.TOLD_AT_NEXT_TURN), in the order given."""
+    if not names:
+        return []
+    late = set(
+        Seat.objects.filter(name__in=names, client__in=rules.TOLD_AT_NEXT_TURN).values_list(
+            "name", flat=True
+        )
+    )
+    return [name for name in names if name in late]
 
 
 def record_root(*, agent: str, root: str) -> None:

@@ -135,6 +135,14 @@ def claim_nudges(*, seat: Seat, limit: int = 100) -> list[dict]:
     return tell(seat=seat, by="stop", limit=limit)
 
 
+def tell_at_prompt(*, seat: Seat, limit: int = 100) -> list[dict]:
+    """UserPromptSubmit: the untold entries, told now by the context the prompt is sent
+    with. The cursor does not move: the entries stay unread."""
+    if _quiet_now(seat):
+        return []
+    return tell(seat=seat, by="prompt", limit=limit)
+
+
 def tell_at_start(*, seat: Seat, limit: int = 100) -> list[dict]:
     """SessionStart: the untold entries, told now by the context the session starts with."""
     if _quiet_now(seat):
