@@ -102,6 +102,7 @@ class StdioBinding:
                 default_rooms=settings.AGENT_ROOMS,
                 join_defaults=True,
                 joining=joining,
+                client=settings.CLIENT,
             )
         return self._seat
 

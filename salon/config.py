@@ -48,6 +48,9 @@ KNOWN = {
     "AGENT_SALON_CONNECTIONS_PER_ADDRESS": "256",
     "AGENT_SALON_DEFAULT_ROOM": "salon",
     "AGENT_SALON_HEADLESS": "",
+    # who sits in the seats of `salon mcp` and `salon hook` (bus.rules.CLIENTS): set by
+    # `salon install --client codex` in what it writes; unset, Claude Code's hooks say claude
+    "AGENT_SALON_CLIENT": "",
     # 1 when something already runs `salon wait` for the whole session (the plugin's
     # monitor): the SessionStart context then asks for no Monitor of its own
     "AGENT_SALON_WATCHED": "0",
@@ -84,6 +87,7 @@ PER_CALLER = {
     "AGENT_SALON_NAME",
     "AGENT_SALON_ROOM",
     "AGENT_SALON_HEADLESS",
+    "AGENT_SALON_CLIENT",
     "AGENT_SALON_WATCHED",
     "AGENT_SALON_AUTOCLAIM",
     "AGENT_SALON_CONFIG",
@@ -170,7 +174,7 @@ def read(values: Mapping[str, str]) -> SimpleNamespace:
     Django-free, so a command checks its settings before it asks a running server: a
     malformed value is refused everywhere, never half-honoured.
     """
-    from bus.rules import RuleError, parse_aliases, parse_duration, validate_name
+    from bus.rules import CLIENTS, RuleError, parse_aliases, parse_duration, validate_name
 
     cfg = Settings(values)
     headless = cfg.optional_flag("AGENT_SALON_HEADLESS")
@@ -188,6 +192,7 @@ def read(values: Mapping[str, str]) -> SimpleNamespace:
         default_room=cfg.text("AGENT_SALON_DEFAULT_ROOM") or "salon",
         agent_name=cfg.text("AGENT_SALON_NAME"),
         agent_rooms=cfg.items("AGENT_SALON_ROOM"),
+        client=cfg.text("AGENT_SALON_CLIENT"),
         headless={None: "", True: "1", False: "0"}[headless],
         relay_secret=cfg.text("AGENT_SALON_RELAY_SECRET"),
         relay_retention_hours=cfg.integer(
@@ -210,6 +215,11 @@ def read(values: Mapping[str, str]) -> SimpleNamespace:
         body_timeout=cfg.integer("AGENT_SALON_BODY_TIMEOUT", minimum=1, maximum=3600),
         connections_per_address=cfg.integer("AGENT_SALON_CONNECTIONS_PER_ADDRESS"),
     )
+    if result.client and result.client not in CLIENTS:
+        raise ConfigError(
+            f"AGENT_SALON_CLIENT={result.client!r} is not a client agent-salon knows; "
+            f"use one of {', '.join(CLIENTS)} (or leave it unset)"
+        )
     if result.relay_secret and len(result.relay_secret) < MIN_RELAY_SECRET_CHARS:
         raise ConfigError(
             f"AGENT_SALON_RELAY_SECRET is {len(result.relay_secret)} characters long; use at "

@@ -143,6 +143,8 @@ try:
     DEFAULT_ROOM, AGENT_NAME, AGENT_ROOMS = _read.default_room, _read.agent_name, _read.agent_rooms
     # "" = decide from the hook input and the terminal; "1"/"0" force it.
     HEADLESS = _read.headless
+    # Who sits in this process's seats (AGENT_SALON_CLIENT; "" = not said).
+    CLIENT = _read.client
     ALIASES, SESSION_IDLE = _read.aliases, _read.session_idle
     # Slow and piled-up connections (salon.serving).
     HEADER_TIMEOUT, BODY_TIMEOUT = _read.header_timeout, _read.body_timeout

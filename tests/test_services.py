@@ -1078,6 +1078,8 @@ SEAT_KEYS = {
     "quietUntil",
     "focus",
     "claims",
+    "client",
+    "idleWake",
 }
 FOCUS_KEYS = {"text", "files", "phase", "ts", "stale"}
 CLAIM_KEYS = {"path", "kind", "note", "since", "until", "ageMinutes", "seat", "repo"}

@@ -51,7 +51,7 @@ KINDS = tuple(kind for _, kind, _ in HOOK_EVENTS)
 
 _OUR_COMMAND = re.compile(
     r"(?:salon\.cli|(?:^|[\s/'\"])salon)['\"]?\s+['\"]?hook['\"]?\s+['\"]?"
-    r"(session-start|stop|heartbeat|pre-edit|session-end)\b"
+    r"(session-start|stop|heartbeat|pre-edit|session-end|prompt-submit)\b"
 )
 
 

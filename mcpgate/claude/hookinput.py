@@ -44,7 +44,11 @@ if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
 
-HOOKS = ("session-start", "stop", "heartbeat", "pre-edit", "session-end")
+HOOKS = ("session-start", "stop", "heartbeat", "pre-edit", "session-end", "prompt-submit")
+# Who runs the hooks (`salon hook KIND --client codex`): Claude Code unless said. The
+# hooks' work is the same for each; what the input holds and what the output says is the
+# client's (mcpgate.codex for Codex CLI).
+HOOK_CLIENTS = ("claude", "codex")
 LOG_NAME = "agent-salon-hooks.log"
 LOG_MAX_BYTES = 1 << 20
 BEAT_SECONDS = 60
@@ -71,7 +75,7 @@ class HookContext:
     """
 
     WIRE = ("kind", "payload", "agent", "session", "cwd", "headless", "store", "sqlite_path")
-    PREPARED = ("rooms", "store_env", "python", "watched", "plain", "autoclaim")
+    PREPARED = ("rooms", "store_env", "python", "watched", "plain", "autoclaim", "client")
 
     def __init__(self, *, kind, payload, agent, session, cwd, headless, store, sqlite_path):
         self.kind, self.payload, self.cwd, self.headless = kind, payload, cwd, headless
@@ -90,6 +94,8 @@ class HookContext:
         self.net = False
         # An edit claims its file softly (AGENT_SALON_AUTOCLAIM, on unless 0/false/no/off).
         self.autoclaim = True
+        # Who runs the hook (bus.rules.CLIENTS): its seat says so.
+        self.client = "claude"
 
     @property
     def stamp(self) -> str:
@@ -149,7 +155,9 @@ def read_payload(stream) -> dict:
     return payload
 
 
-def hook_context(kind: str, payload: dict, environ: dict[str, str], store: str) -> HookContext:
+def hook_context(
+    kind: str, payload: dict, environ: dict[str, str], store: str, client: str = "claude"
+) -> HookContext:
     """`store`: DATABASE_URL, or the SQLite file's absolute path (salond.line)."""
     cwd = payload.get("cwd")
     if not isinstance(cwd, str) or not cwd:
@@ -170,6 +178,7 @@ def hook_context(kind: str, payload: dict, environ: dict[str, str], store: str) 
         store=store,
         sqlite_path=store if os.path.isabs(store) else None,
     )
+    ctx.client = client
     autoclaim = environ.get("AGENT_SALON_AUTOCLAIM", "").strip().lower()
     ctx.autoclaim = autoclaim not in ("0", "false", "no", "off")
     net_switch = environ.get("AGENT_SALON_SAFETY_NET", "").strip().lower()

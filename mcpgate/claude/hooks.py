@@ -130,6 +130,7 @@ def _run(ctx: HookContext):
         default_rooms=ctx.rooms,
         join_defaults=True,
         touch=ctx.kind == "session-start",
+        client=ctx.client,
     )
     if ctx.kind != "session-start":
         services.seats.touch(seat=seat, min_interval=timedelta(seconds=BEAT_SECONDS))
@@ -138,6 +139,12 @@ def _run(ctx: HookContext):
         # Where the project is: its policy for requests is read there.
         services.seats.record_root(agent=ctx.agent, root=ctx.cwd)
         output = session_start(seat, ctx)
+    elif ctx.client == "codex" and ctx.kind in ("stop", "prompt-submit"):
+        from mcpgate.codex import hooks as codexhooks
+
+        output = codexhooks.told(seat, ctx)
+    elif ctx.kind == "prompt-submit":
+        output = prompt_submit(seat, ctx)
     elif ctx.kind == "stop":
         output = None if ctx.headless else stop(seat, ctx)
     elif ctx.kind == "pre-edit":
@@ -178,6 +185,10 @@ def _unread_line(counts: list[dict]) -> str:
 
 
 def session_start(seat, ctx: HookContext) -> dict:
+    if ctx.client == "codex":
+        from mcpgate.codex import hooks as codexhooks
+
+        return _context(codexhooks.session_start(seat, ctx))
     env = command_env(ctx, seat.agent.name)
     room = _room_for_send(seat)
     if ctx.headless:
@@ -254,8 +265,8 @@ def _ask_holder(seat, ctx: HookContext, holder: str) -> str:
     return ask_command(ctx, seat.agent.name, _room_for_send(seat), holder)
 
 
-def _context(text: str) -> dict:
-    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+def _context(text: str, event: str = "SessionStart") -> dict:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def _quote(text: str, limit: int = QUOTE_CHARS) -> str:
@@ -276,10 +287,11 @@ def _said(entry: dict) -> str:
 
 
 def _claims(
-    entries: list[dict], seat, ctx: HookContext, env: dict[str, str], *, read: str
+    entries: list[dict], seat, ctx: HookContext, env: dict[str, str], *, read: str, reader=None
 ) -> list[str]:
     """The told entries (services.telling.tell), as the lines of a context or a block;
-    `read` leads the commands that read them."""
+    `read` leads the commands that read them (`reader(rooms)`: how to read these rooms,
+    for a client whose model cannot run `salon` itself)."""
     count = len(entries)
     # More than one telling holds are still untold: the count is a lower bound, and says so.
     more = count >= TOLD_AT_ONCE and services.telling.anything_untold(seat=seat)
@@ -298,7 +310,11 @@ def _claims(
     if count > NAMED_IN_A_NUDGE:
         lines.append(f"- and {rules.bounded(count - NAMED_IN_A_NUDGE, more)} more")
     rooms = sorted({entry["room"] for entry in entries})
-    lines.append(read + " " + " ; ".join(salon_command(ctx, env, "inbox", room) for room in rooms))
+    if reader is not None:
+        lines.append(f"{read} {reader(rooms)}")
+    else:
+        commands = " ; ".join(salon_command(ctx, env, "inbox", room) for room in rooms)
+        lines.append(f"{read} {commands}")
     return lines
 
 
@@ -310,6 +326,20 @@ def _focus_request(asked: dict[str, list[str]], seat, ctx: HookContext, env) -> 
         f"{salon_command(ctx, env, 'focus', '<what I am on>')} "
         "[--files a,b] [--phase explore|plan|apply|verify|blocked]"
     )
+
+
+# ---------------------------------------------------------------- prompt-submit
+
+
+def prompt_submit(seat, ctx: HookContext) -> dict | None:
+    """UserPromptSubmit: the claims never told to the seat ride along with the prompt, as
+    context (each entry once, by whichever way tells it first)."""
+    entries = services.telling.tell_at_prompt(seat=seat, limit=TOLD_AT_ONCE)
+    if not entries:
+        return None
+    env = command_env(ctx, seat.agent.name)
+    lines = _claims(entries, seat, ctx, env, read="Read them with:")
+    return _context("\n".join(lines), "UserPromptSubmit")
 
 
 # ---------------------------------------------------------------- stop

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from bus import strict
 from mcpgate.claude import sessionmap
 from mcpgate.claude.hookinput import (
+    HOOK_CLIENTS,
     HOOKS,
     HookContext,
     fast_path,
@@ -35,15 +36,22 @@ from mcpgate.claude.processes import HookInputError
 from salond.line import Line
 
 USAGE = (
-    "usage: salon hook {session-start|stop|heartbeat|pre-edit|session-end} — run by Claude "
-    "Code with "
-    "its hook JSON on stdin; salon hook mcp-headers — Claude Code's headersHelper for the "
-    "HTTP server (salon install writes them)"
+    "usage: salon hook {session-start|stop|heartbeat|pre-edit|session-end|prompt-submit} "
+    "[--client claude|codex] — run by Claude Code (or Codex CLI) with its hook JSON on "
+    "stdin; salon hook mcp-headers — Claude Code's headersHelper for the HTTP server "
+    "(salon install writes them)"
 )
 
 
 class BusRefusal(RuntimeError):
     """The bus said no to the hook's request (its rules: a refusal, not a failure)."""
+
+
+def split_client(argv: list[str]) -> tuple[list[str], str]:
+    """(the arguments without `--client NAME`, the client: claude unless named)."""
+    if len(argv) == 3 and argv[1] == "--client" and argv[2] in HOOK_CLIENTS:
+        return argv[:1], argv[2]
+    return argv, "claude"
 
 
 def run_somewhere(ctx: HookContext, line: Line) -> tuple[dict | None, float | None]:
@@ -121,38 +129,60 @@ def run_hook(
         stdout.flush()
         return 0
     ctx = line = None
+    argv, client = split_client(argv)
     try:
         environ = environment()
         line = line_for(environ)
         if len(argv) != 1 or kind not in HOOKS:
             raise HookInputError(USAGE)
         payload = read_payload(stdin)
-        ctx = hook_context(kind, payload, environ, line.store)
+        ctx = hook_context(kind, payload, environ, line.store, client)
         if not ctx.session:  # refused here: a server of the store has no use for it
             raise HookInputError(
                 "no session_id in the hook input and no CLAUDE_CODE_SESSION_ID in the environment"
             )
-        if kind == "session-start":
+        if kind == "session-start" and client == "claude":
             sessionmap.record(ctx.session)  # first: the headers helper is waiting for it
-        if fast_path(ctx):
-            return 0
-        ctx.prepare(environ, default_store=line.default_store)
-        if kind in ("pre-edit", "heartbeat") and ctx.sqlite_path:
-            from mcpgate.claude import claimwrite
-
-            done, output = claimwrite.settle(ctx, lambda: stamp_fresh(ctx.stamp))
-            if done:
+        for one in _each_edit(ctx, environ, line.store):
+            output = settle(one, environ, line)
+            if output:
                 _print(stdout, output)
-                return 0
-        judging = environ.get("AGENT_SALON_TRIAGE_CMD", "").strip()  # else no line trip
-        if kind == "stop" and not ctx.headless and judging:
-            try:
-                judge_somewhere(ctx, line)
-            except Exception as exc:  # the hook still tells what it can
-                record_error(kind, exc, ctx, line.store)
-        output, last_seen = run_somewhere(ctx, line)
-        write_stamp(ctx.stamp, last_seen)
-        _print(stdout, output)
+                break
     except BaseException as exc:  # a hook never fails a turn
         record_error(kind, exc, ctx, line.store if line is not None else None)
     return 0
+
+
+def _each_edit(ctx, environ: dict[str, str], store: str) -> list:
+    """The hook's contexts: one, except for a Codex patch, which is checked file by file
+    (mcpgate.codex.hookinput: the first file held back answers for the patch)."""
+    if ctx.client != "codex" or ctx.kind != "pre-edit":
+        return [ctx]
+    from mcpgate.codex.hookinput import edit_payloads
+
+    return [
+        hook_context(ctx.kind, payload, environ, store, ctx.client)
+        for payload in edit_payloads(ctx.payload)
+    ]
+
+
+def settle(ctx, environ: dict[str, str], line: Line) -> dict | None:
+    """One hook's work, by the lightest way that can do it; its output, or None."""
+    if fast_path(ctx):
+        return None
+    ctx.prepare(environ, default_store=line.default_store)
+    if ctx.kind in ("pre-edit", "heartbeat") and ctx.sqlite_path:
+        from mcpgate.claude import claimwrite
+
+        done, output = claimwrite.settle(ctx, lambda: stamp_fresh(ctx.stamp))
+        if done:
+            return output
+    judging = environ.get("AGENT_SALON_TRIAGE_CMD", "").strip()  # else no line trip
+    if ctx.kind == "stop" and not ctx.headless and judging:
+        try:
+            judge_somewhere(ctx, line)
+        except Exception as exc:  # the hook still tells what it can
+            record_error(ctx.kind, exc, ctx, line.store)
+    output, last_seen = run_somewhere(ctx, line)
+    write_stamp(ctx.stamp, last_seen)
+    return output

@@ -48,6 +48,7 @@ class Command(BusCommand):
                 "heartbeat",
                 "pre-edit",
                 "session-end",
+                "prompt-submit",
                 "mcp-headers",
             ],
         )

@@ -65,6 +65,14 @@ class Command(BusCommand):
             "the MCP server get AGENT_SALON_TRIAGE_CMD, a headless toolless `claude -p`",
         )
         parser.add_argument(
+            "--client",
+            choices=("claude", "codex"),
+            default="claude",
+            help="the agent CLI to wire: claude (Claude Code, the default) or codex (Codex "
+            "CLI: .codex/config.toml and .codex/hooks.json, and the project and its hooks "
+            "trusted in your Codex config)",
+        )
+        parser.add_argument(
             "--plugin",
             action="store_true",
             help="the recommended set-up: a Claude Code plugin for every project of this "
@@ -73,8 +81,14 @@ class Command(BusCommand):
             "touched",
         )
 
-    def handle(self, *, rooms, dry_run, replace, http, plugin, triage=False, **options):
+    def handle(
+        self, *, rooms, dry_run, replace, http, plugin, triage=False, client="claude", **options
+    ):
         rooms = list(dict.fromkeys(name for names in rooms for name in names))
+        if client == "codex":
+            self.say(self.codex(rooms, dry_run=dry_run, replace=replace, http=http,
+                                plugin=plugin, triage=triage))  # fmt: skip
+            return
         if plugin:
             if http:
                 raise self.usage("--plugin runs the MCP server over stdio: leave out --http")
@@ -93,3 +107,23 @@ class Command(BusCommand):
                 agent, rooms, dry_run=dry_run, replace=replace, http=http, triage=triage
             )
         )
+
+    def codex(self, rooms, *, dry_run, replace, http, plugin, triage) -> str:
+        from pathlib import Path
+
+        from django.conf import settings
+
+        from mcpgate.codex import install as codex
+
+        for flag, given in (("--http", http), ("--plugin", plugin), ("--triage", triage)):
+            if given:
+                raise self.usage(f"{flag} is for Claude Code: leave it out with --client codex")
+        name = codex.agent_for(Path.cwd(), settings.AGENT_NAME)
+        try:
+            agent = rules.validate_name(name, "agent")
+        except RuleError as exc:
+            raise CommandError(
+                f"{exc} (the agent name is the project's directory name; set "
+                "AGENT_SALON_NAME=<name>)"
+            ) from None
+        return codex.project(agent, rooms, dry_run=dry_run, replace=replace)

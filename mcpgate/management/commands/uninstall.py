@@ -20,14 +20,26 @@ class Command(BusCommand):
             "--dry-run", action="store_true", help="change nothing; say what would be removed"
         )
         parser.add_argument(
+            "--client",
+            choices=("claude", "codex"),
+            default="claude",
+            help="the agent CLI whose wiring to remove: claude (the default) or codex",
+        )
+        parser.add_argument(
             "--plugin",
             action="store_true",
             help="remove what `salon install --plugin` set up instead: the plugin, its local "
             "marketplace, and their files in the data directory",
         )
 
-    def handle(self, *, dry_run, plugin=False, **options):
-        if plugin:
+    def handle(self, *, dry_run, plugin=False, client="claude", **options):
+        if client == "codex":
+            from mcpgate.codex import install as codex
+
+            if plugin:
+                raise self.usage("--plugin is for Claude Code: leave it out with --client codex")
+            self.say(codex.uninstall(dry_run=dry_run))
+        elif plugin:
             self.say(uninstall.plugin(dry_run=dry_run))
         else:
             self.say(uninstall.project(dry_run=dry_run))
