@@ -12,7 +12,9 @@ class McpGateConfig(AppConfig):
         # The Claude Code hooks are an operation of the local line, like the bus commands.
         from bus.management import ops
         from mcpgate.claude import hooks
+        from mcpgate.codex import hooks as codex_hooks
 
+        hooks.CLIENT_HOOKS["codex"] = codex_hooks
         ops.register("hook", hooks.operation)
         # The Stop hook's judge (bus.services.triage): claimed and recorded here, asked by the hook.
         ops.register("triage-claim", hooks.triage_claim)

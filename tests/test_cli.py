@@ -243,7 +243,11 @@ def test_json_outputs_parse_and_carry_the_pinned_keys(env):
                 "quietUntil",
                 "focus",
                 "claims",
+                "client",
+                "idleWake",
             }
+            # Made by the command line alone: no client's hook or server has checked in.
+            assert (seat["client"], seat["idleWake"]) == (None, None)
             assert seat["liveness"] in ("live", "unknown", "gone")
             assert seat["claims"] == []  # nobody claimed a file
 

@@ -205,6 +205,38 @@ def test_the_inbox_tool_answers_as_the_sessions_own_seat(
     assert QUESTION in stand_in.model_requests[-1].last_output()
 
 
+def test_the_codex_sessions_answer_with_re_wakes_the_asking_session(
+    home: CodexHome, project: Path, env: dict[str, str], stand_in: StandIn, tmp_path: Path
+):
+    first = home.exec("hello", cwd=project, env=home.env(env))
+    assert first.returncode == 0, first.stderr
+    question = ask(env, tmp_path)
+    answer = {"room": "team", "type": "ANSWER", "text": "8443.", "re": question["id"]}
+    stand_in.use([*mcp_turns("send", answer), Text("answered")])
+
+    run = home.exec("answer what you are asked", cwd=project, env=home.env(env))
+
+    assert run.returncode == 0, run.stderr
+    told_once(stand_in)
+    [[entry_id, sender]] = query_store(
+        env,
+        "SELECT id, sender_agent FROM bus_entry WHERE re = ?",
+        (question["id"].replace("-", ""),),  # a UUID is stored as 32 hex digits
+    )
+    assert sender == "web-app"
+    woken = query_store(
+        env,
+        "SELECT s.name FROM bus_wakedecision w JOIN bus_seat s ON s.id = w.seat_id "
+        "WHERE w.entry_id = ? AND w.woken",
+        (entry_id,),
+    )
+    assert [name for (name,) in woken] == [f"api#{API_SESSION[:8]}"], woken
+    read = api(env, tmp_path, "inbox", "team", "--json")
+    assert read.returncode == 0, read.stderr
+    [got] = [e for e in json.loads(read.stdout)["entries"] if e["type"] == "ANSWER"]
+    assert (got["content"], got["re"]) == ("8443.", question["id"])
+
+
 PATCH = (
     "*** Begin Patch\n*** Update File: src/app.py\n@@\n-PORT = 8080\n+PORT = 9090\n*** End Patch\n"
 )

@@ -104,6 +104,12 @@ def triage_record(call: Call) -> dict:
     return {"recorded": len(parsed), "work": further}
 
 
+# Another client's own answers to session-start, prompt-submit and stop (a module with
+# `session_start(seat, ctx)` and `told(seat, ctx)`), by client name: mcpgate.apps fills
+# it, so that those modules may build on this one without this one importing them.
+CLIENT_HOOKS: dict = {}
+
+
 def run(ctx: HookContext):
     """The hook's work in one transaction: one commit (one fsync on SQLite), not one per
     write; every claim in it is still a conditional UPDATE."""
@@ -139,10 +145,8 @@ def _run(ctx: HookContext):
         # Where the project is: its policy for requests is read there.
         services.seats.record_root(agent=ctx.agent, root=ctx.cwd)
         output = session_start(seat, ctx)
-    elif ctx.client == "codex" and ctx.kind in ("stop", "prompt-submit"):
-        from mcpgate.codex import hooks as codexhooks
-
-        output = codexhooks.told(seat, ctx)
+    elif ctx.client in CLIENT_HOOKS and ctx.kind in ("stop", "prompt-submit"):
+        output = CLIENT_HOOKS[ctx.client].told(seat, ctx)
     elif ctx.kind == "prompt-submit":
         output = prompt_submit(seat, ctx)
     elif ctx.kind == "stop":
@@ -185,10 +189,8 @@ def _unread_line(counts: list[dict]) -> str:
 
 
 def session_start(seat, ctx: HookContext) -> dict:
-    if ctx.client == "codex":
-        from mcpgate.codex import hooks as codexhooks
-
-        return _context(codexhooks.session_start(seat, ctx))
+    if ctx.client in CLIENT_HOOKS:
+        return _context(CLIENT_HOOKS[ctx.client].session_start(seat, ctx))
     env = command_env(ctx, seat.agent.name)
     room = _room_for_send(seat)
     if ctx.headless:
