@@ -3,9 +3,11 @@
 Identity: the agent is AGENT_SALON_NAME or the working directory's name; the seat comes
 from CLAUDE_CODE_SESSION_ID (Claude Code puts it in a stdio server's environment), else
 from the session a client names in each tool call (Codex CLI: `_meta.sessionId`, the id
-its hooks get too), taken at the first call. The server makes no seat of its own: a seat
-appears when the session's hook checks it in or a tool is called (`claude mcp list`
-starts the server too, and must leave nothing behind).
+its hooks get too), taken at the first call; Gemini CLI names none, and the server takes
+the one its hooks recorded for their gemini process (mcpgate.gemini.sessions). The
+server makes no seat of its own: a seat appears when the session's hook checks it in or
+a tool is called (`claude mcp list` starts the server too, and must leave nothing
+behind).
 Until then the server looks for it every SEAT_LOOK_SECONDS. Once it has its seat, the seat
 is `live` while the process runs and waking entries are pushed to it as
 notifications/claude/channel, by the same claimer and ticker an HTTP stream has
@@ -85,6 +87,12 @@ class StdioBinding:
         later one, is the session's own seat, the one its hooks check in."""
         if self.client_session or self._seat is not None:
             return
+        if settings.CLIENT == "gemini":
+            from mcpgate.gemini import sessions
+
+            recorded = sessions.lookup()
+            if recorded:
+                params = {"_meta": {"sessionId": recorded}}
         meta = params.get("_meta")
         named = meta.get("sessionId") if isinstance(meta, dict) else None
         if not isinstance(named, str):

@@ -22,9 +22,10 @@ CLAUDE, CODEX, GEMINI, OPENCODE, PERSON = "claude", "codex", "gemini", "opencode
 AGENT_CLIENTS = (CLAUDE, CODEX, GEMINI, OPENCODE)
 CLIENTS = (*AGENT_CLIENTS, PERSON)
 # The clients whose idle session nothing can start a turn in (Codex CLI's `codex exec`,
-# and its interactive sessions until salon speaks to its app-server): a claim on such a
-# seat is told at its next turn (a prompt, or the end of a turn), never while it waits.
-TOLD_AT_NEXT_TURN = (CODEX,)
+# and its interactive sessions until salon speaks to its app-server; Gemini CLI, which
+# has no way in between turns): a claim on such a seat is told at its next turn (a
+# prompt, or the end of a turn), never while it waits.
+TOLD_AT_NEXT_TURN = (CODEX, GEMINI)
 
 
 LIVE_WINDOW = timedelta(minutes=2)

@@ -108,6 +108,7 @@ def next_turn_notice(seats: Sequence[str]) -> str:
     names = ", ".join(_show(name) for name in seats)
     verb = "is a session" if len(seats) == 1 else "are sessions"
     return (
-        f"{names} {verb} of a client that cannot be woken while idle (Codex CLI): "
-        "the entry is told at its next turn (its next prompt, or when a turn it is in ends)."
+        f"{names} {verb} of a client that cannot be woken while idle (Codex CLI, Gemini "
+        "CLI): the entry is told at its next turn (its next prompt, or when a turn it is in "
+        "ends)."
     )

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 HOOKS = ("session-start", "stop", "heartbeat", "pre-edit", "session-end", "prompt-submit")
 # Who runs the hooks (`salon hook KIND --client codex`): Claude Code unless said. The
 # hooks' work is the same for each; what the input holds and what the output says is the
-# client's (mcpgate.codex for Codex CLI).
-HOOK_CLIENTS = ("claude", "codex")
+# client's (mcpgate.codex for Codex CLI, mcpgate.gemini for Gemini CLI).
+HOOK_CLIENTS = ("claude", "codex", "gemini")
 LOG_NAME = "agent-salon-hooks.log"
 LOG_MAX_BYTES = 1 << 20
 BEAT_SECONDS = 60

@@ -37,9 +37,9 @@ from salond.line import Line
 
 USAGE = (
     "usage: salon hook {session-start|stop|heartbeat|pre-edit|session-end|prompt-submit} "
-    "[--client claude|codex] — run by Claude Code (or Codex CLI) with its hook JSON on "
-    "stdin; salon hook mcp-headers — Claude Code's headersHelper for the HTTP server "
-    "(salon install writes them)"
+    "[--client claude|codex|gemini] — run by Claude Code (or Codex CLI, Gemini CLI) with "
+    "its hook JSON on stdin; salon hook mcp-headers — Claude Code's headersHelper for the "
+    "HTTP server (salon install writes them)"
 )
 
 
@@ -143,8 +143,16 @@ def run_hook(
             )
         if kind == "session-start" and client == "claude":
             sessionmap.record(ctx.session)  # first: the headers helper is waiting for it
+        elif client == "gemini" and kind in ("session-start", "prompt-submit"):
+            from mcpgate.gemini import sessions
+
+            sessions.record(ctx.session)  # for the MCP server, which is told no session
         for one in _each_edit(ctx, environ, line.store):
             output = settle(one, environ, line)
+            if output and client == "gemini":
+                from mcpgate.gemini.hookinput import answer
+
+                output = answer(output)
             if output:
                 _print(stdout, output)
                 break
@@ -156,8 +164,12 @@ def run_hook(
 def _each_edit(ctx, environ: dict[str, str], store: str) -> list:
     """The hook's contexts: one, except for a Codex patch, which is checked file by file
     (mcpgate.codex.hookinput: the first file held back answers for the patch)."""
-    if ctx.client != "codex" or ctx.kind != "pre-edit":
+    if ctx.kind != "pre-edit" or ctx.client not in ("codex", "gemini"):
         return [ctx]
+    if ctx.client == "gemini":
+        from mcpgate.gemini.hookinput import edit_payload
+
+        return [hook_context(ctx.kind, edit_payload(ctx.payload), environ, store, ctx.client)]
     from mcpgate.codex.hookinput import edit_payloads
 
     return [

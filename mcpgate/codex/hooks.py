@@ -36,8 +36,11 @@ def read_with_tools(rooms: list[str]) -> str:
     )
 
 
-def session_start(seat, ctx: HookContext) -> str:
-    """The SessionStart context's text."""
+SANDBOXED = " (your shell commands run sandboxed and cannot reach it)"
+
+
+def session_start(seat, ctx: HookContext, *, shell_note: str = SANDBOXED) -> str:
+    """The SessionStart context's text; `shell_note` says why the tools, not the shell."""
     siblings = services.seats.live_siblings(seat=seat)
     sibling_set = set(siblings)
     others = {
@@ -66,8 +69,8 @@ def session_start(seat, ctx: HookContext) -> str:
                                       reader=read_with_tools)]  # fmt: skip
     lines += [
         "",
-        f"Talk to the bus with the tools of the {SERVER} MCP server, not the shell (your "
-        "shell commands run sandboxed and cannot reach it): `inbox` reads a room (and marks "
+        f"Talk to the bus with the tools of the {SERVER} MCP server, not the shell"
+        f"{shell_note}: `inbox` reads a room (and marks "
         "what it shows as read), `send` writes (type QUESTION, ANSWER, FACT or REQUEST; `to` "
         "names seats or agents; `re` answers an entry by its id), `focus` says what you are "
         "on, `agents` lists who is there.",
@@ -94,9 +97,10 @@ def focus_request(asked: dict[str, list[str]], seat) -> str:
     )
 
 
-def told(seat, ctx: HookContext) -> dict | None:
+def told(seat, ctx: HookContext, *, prompt_event="UserPromptSubmit", hold="block"):
     """prompt-submit and stop: the claims never told, each once; None when there are none
-    (a focus request never holds a turn on its own)."""
+    (a focus request never holds a turn on its own). `prompt_event`: the event a prompt's
+    context names; `hold`: the decision that holds a turn (the client's words)."""
     if ctx.kind == "prompt-submit":
         entries = services.telling.tell_at_prompt(seat=seat, limit=common.TOLD_AT_ONCE)
         read = "Read them with"
@@ -108,8 +112,8 @@ def told(seat, ctx: HookContext) -> dict | None:
     env = command_env(ctx, seat.agent.name)
     text = "\n".join(common._claims(entries, seat, ctx, env, read=read, reader=read_with_tools))
     if ctx.kind == "prompt-submit":
-        return common._context(text, "UserPromptSubmit")
+        return common._context(text, prompt_event)
     asked = services.seats.claim_focus_request(seat=seat)
     if asked:
         text += "\n\n" + focus_request(asked, seat)
-    return {"decision": "block", "reason": text}
+    return {"decision": hold, "reason": text}

@@ -12,6 +12,15 @@ from bus.management.base import BusCommand, caller_from_settings
 from bus.rules import RuleError
 from mcpgate.claude import install
 
+CLIENTS = ("claude", "codex", "gemini")
+
+
+def client_wiring(client: str):
+    """The module that installs and uninstalls `client` (other than Claude Code)."""
+    import importlib
+
+    return importlib.import_module(f"mcpgate.{client}.install")
+
 
 def rooms_arg(value: str) -> list[str]:
     names = [part.strip() for part in value.split(",") if part.strip()]
@@ -66,11 +75,12 @@ class Command(BusCommand):
         )
         parser.add_argument(
             "--client",
-            choices=("claude", "codex"),
+            choices=CLIENTS,
             default="claude",
-            help="the agent CLI to wire: claude (Claude Code, the default) or codex (Codex "
+            help="the agent CLI to wire: claude (Claude Code, the default), codex (Codex "
             "CLI: .codex/config.toml and .codex/hooks.json, and the project and its hooks "
-            "trusted in your Codex config)",
+            "trusted in your Codex config) or gemini (Gemini CLI: .gemini/settings.json, "
+            "and the folder trusted in ~/.gemini/trustedFolders.json)",
         )
         parser.add_argument(
             "--plugin",
@@ -85,9 +95,9 @@ class Command(BusCommand):
         self, *, rooms, dry_run, replace, http, plugin, triage=False, client="claude", **options
     ):
         rooms = list(dict.fromkeys(name for names in rooms for name in names))
-        if client == "codex":
-            self.say(self.codex(rooms, dry_run=dry_run, replace=replace, http=http,
-                                plugin=plugin, triage=triage))  # fmt: skip
+        if client != "claude":
+            self.say(self.other_client(client, rooms, dry_run=dry_run, replace=replace,
+                                       http=http, plugin=plugin, triage=triage))  # fmt: skip
             return
         if plugin:
             if http:
@@ -108,17 +118,17 @@ class Command(BusCommand):
             )
         )
 
-    def codex(self, rooms, *, dry_run, replace, http, plugin, triage) -> str:
+    def other_client(self, client, rooms, *, dry_run, replace, http, plugin, triage) -> str:
+        """Codex CLI's or Gemini CLI's install: the same arguments and checks for each."""
         from pathlib import Path
 
         from django.conf import settings
 
-        from mcpgate.codex import install as codex
-
+        wiring = client_wiring(client)
         for flag, given in (("--http", http), ("--plugin", plugin), ("--triage", triage)):
             if given:
-                raise self.usage(f"{flag} is for Claude Code: leave it out with --client codex")
-        name = codex.agent_for(Path.cwd(), settings.AGENT_NAME)
+                raise self.usage(f"{flag} is for Claude Code: leave it out with --client {client}")
+        name = wiring.agent_for(Path.cwd(), settings.AGENT_NAME)
         try:
             agent = rules.validate_name(name, "agent")
         except RuleError as exc:
@@ -126,4 +136,4 @@ class Command(BusCommand):
                 f"{exc} (the agent name is the project's directory name; set "
                 "AGENT_SALON_NAME=<name>)"
             ) from None
-        return codex.project(agent, rooms, dry_run=dry_run, replace=replace)
+        return wiring.project(agent, rooms, dry_run=dry_run, replace=replace)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bus.management.base import BusCommand
 from mcpgate.claude import uninstall
+from mcpgate.management.commands.install import CLIENTS, client_wiring
 
 
 class Command(BusCommand):
@@ -21,9 +22,9 @@ class Command(BusCommand):
         )
         parser.add_argument(
             "--client",
-            choices=("claude", "codex"),
+            choices=CLIENTS,
             default="claude",
-            help="the agent CLI whose wiring to remove: claude (the default) or codex",
+            help="the agent CLI whose wiring to remove: claude (the default), codex or gemini",
         )
         parser.add_argument(
             "--plugin",
@@ -33,12 +34,12 @@ class Command(BusCommand):
         )
 
     def handle(self, *, dry_run, plugin=False, client="claude", **options):
-        if client == "codex":
-            from mcpgate.codex import install as codex
-
+        if client != "claude":
             if plugin:
-                raise self.usage("--plugin is for Claude Code: leave it out with --client codex")
-            self.say(codex.uninstall(dry_run=dry_run))
+                raise self.usage(
+                    f"--plugin is for Claude Code: leave it out with --client {client}"
+                )
+            self.say(client_wiring(client).uninstall(dry_run=dry_run))
         elif plugin:
             self.say(uninstall.plugin(dry_run=dry_run))
         else:

@@ -1,0 +1,219 @@
+"""`salon install --client gemini ROOM[,ROOM…]` and `salon uninstall --client gemini`.
+
+Run in a project; wires Gemini CLI's sessions there to the bus for this agent
+(AGENT_SALON_NAME, else the name of the project's top directory — the git root). What is
+written (mcpgate.gemini.config has the shapes):
+
+* the project's `.gemini/settings.json`: our five hooks and the MCP server `salon` merged
+  in, every other key of the file kept;
+* the user's `~/.gemini/trustedFolders.json`: the project trusted, when nothing trusts it
+  yet — and a note in the data directory that salon added that entry, so uninstall takes
+  out only what install put in;
+* the rooms and the store's migrations, and the project's directory for the agent, as
+  for Claude Code (mcpgate.claude.install).
+
+With this installation's `salon` on PATH and the default store, the commands are plain
+`salon …` and `.gemini/settings.json` can be committed; otherwise it names this
+machine's paths and is listed in the repository's own `.git/info/exclude`, as for Codex.
+The same promises as the other installs: everything read and checked first (a file that
+is not JSON, or not in the shape Gemini reads, is refused and nothing is changed; so is a
+project the user marked untrusted), a re-run changes nothing, each changed file backed
+up first, no write through a symbolic link; uninstall gives each file its own bytes back
+and removes what install created: `git status` is as it was before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import CommandError
+
+from mcpgate.claude import config as claudeconfig
+from mcpgate.claude import files, install
+from mcpgate.claude.commandline import shell_command
+from mcpgate.claude.files import Planned
+from mcpgate.claude.plans import file_lines, json_plan, shown_path
+from mcpgate.codex import install as codexinstall
+from mcpgate.codex.config import project_root
+from mcpgate.gemini import config as geminiconfig
+from mcpgate.gemini.config import SETTINGS
+
+EXCLUDE_NOTE = "# agent-salon: salon install --client gemini (names this machine's paths)"
+
+
+def agent_for(here: Path, named: str) -> str:
+    return named or project_root(here).name
+
+
+def notes_path() -> Path:
+    """Where install notes the projects whose trust it added (the data directory)."""
+    return settings.USER_DATA_DIR / "gemini-trusted-folders.json"
+
+
+# ---------------------------------------------------------------- install
+
+
+def project(agent: str, rooms: list[str], *, dry_run: bool, replace: bool) -> str:
+    here = project_root(Path.cwd())
+    why = install.not_portable_because()
+    env, argv = install.command_form(not why)
+    hook_env = {**env, "AGENT_SALON_NAME": agent, "AGENT_SALON_ROOM": ",".join(rooms)}
+    server_env = {**hook_env, "AGENT_SALON_CLIENT": geminiconfig.CLIENT}
+    commands = {
+        kind: shell_command(hook_env, argv("hook", kind, "--client", geminiconfig.CLIENT))
+        for kind in geminiconfig.KINDS
+    }
+    server = geminiconfig.server_entry(argv("mcp"), server_env)
+    plans = [settings_plan(here, commands, server, replace=replace), *trust_plans(here, add=True)]
+    exclude = exclude_plan(here, add=bool(why))
+    if exclude is not None:
+        plans.append(exclude)
+    pending, room_states = install.store_state(rooms)
+    if not dry_run:
+        install.write(plans, here, rooms, room_states, pending)
+        from bus import services
+
+        services.seats.record_root(agent=agent, root=str(here))
+    return report(agent, here, rooms, plans, room_states, pending, dry_run, why=why)
+
+
+def settings_plan(here: Path, commands: dict[str, str], server: dict, *, replace) -> Planned:
+    files.refuse_links(here, here / SETTINGS, SETTINGS)
+    old, data = files.read_json(here / SETTINGS, SETTINGS)
+    try:
+        merged = geminiconfig.merge_settings(data, commands, server, replace=replace)
+    except claudeconfig.ShapeError as exc:
+        raise CommandError(f"{exc}; it was left untouched and nothing was changed") from None
+    return json_plan(here / SETTINGS, SETTINGS, old, merged)
+
+
+def _json_bytes(data: dict, old: bytes | None) -> bytes | None:
+    return files.dump_like(data, old) if data else None
+
+
+def trust_plans(here: Path, *, add: bool) -> list[Planned]:
+    """The user's trustedFolders.json with the project trusted (add: unless something
+    trusts it already) or without the entry install added; and install's note of it."""
+    path = geminiconfig.trusted_folders_path()
+    label = shown_path(path, here)
+    files.refuse_links(path.parent.parent, path, label)
+    old, folders = files.read_json(path, label)
+    if not all(isinstance(value, str) for value in folders.values()):
+        raise CommandError(f"{label} is not in the shape Gemini reads; nothing was changed")
+    note_old, noted = files.read_json(notes_path(), "gemini-trusted-folders.json")
+    ours = [str(p) for p in noted.get("folders", []) if isinstance(p, str)]
+    key = str(here)
+    new_folders, new_ours = dict(folders), [p for p in ours if p != key]
+    if add:
+        trust = geminiconfig.trust_of(folders, here)
+        if trust == geminiconfig.UNTRUSTED:
+            raise CommandError(
+                f"{label} marks {here} as {trust} for Gemini CLI, so Gemini would not read "
+                "the project's .gemini/settings.json, its server or its hooks: trust the "
+                "folder in Gemini (or remove that entry) and run install again (nothing was "
+                "changed)"
+            )
+        if trust is None or key in ours:
+            new_folders[key] = geminiconfig.TRUSTED
+            new_ours.append(key)
+    elif key in ours and folders.get(key) == geminiconfig.TRUSTED:
+        del new_folders[key]
+    changed = new_folders != folders
+    new = _json_bytes(new_folders, old) if changed else old
+    plan = Planned(path, f"{label} (Gemini trusted folders)", old, new)
+    plan.private = True
+    if not add and changed:
+        plan = _undone(plan, here)
+    note_new = note_old
+    if sorted(new_ours) != sorted(ours):
+        note_new = _json_bytes({"folders": new_ours}, note_old) if new_ours else None
+    note = Planned(notes_path(), "gemini-trusted-folders.json (salon's note)", note_old, note_new)
+    note.private = True
+    return [plan, note] if note.changed else [plan]
+
+
+def _undone(plan: Planned, here: Path) -> Planned:
+    from mcpgate.claude import uninstall
+
+    return uninstall.undone(plan, here)
+
+
+def exclude_plan(here: Path, *, add: bool) -> Planned | None:
+    """`.git/info/exclude` with (add) or without our lines; None when nothing changes."""
+    info = codexinstall.git_dir(here)
+    if info is None:
+        return None
+    path = info / "info" / "exclude"
+    label = ".git/info/exclude"
+    old = files.read_bytes(path, label)
+    lines = (old or b"").decode(errors="replace").splitlines()
+    ours = [EXCLUDE_NOTE, f"/{SETTINGS}"]
+    kept = [line for line in lines if line not in ours]
+    if add:
+        kept += ours
+    new = ("\n".join(kept) + "\n").encode() if kept else None
+    if old is not None and new is None:
+        new = b""
+    if new == old or (old is None and not add):
+        return None
+    return Planned(path, label, old, new)
+
+
+def report(agent, here, rooms, plans, room_states, pending, dry_run, *, why) -> str:
+    lines = [
+        f"salon install --client gemini{' (dry run: nothing written)' if dry_run else ''}: "
+        f"agent {agent} in {here}, rooms {', '.join(rooms)}",
+        *file_lines(plans, here, dry_run),
+        *install.store_lines(rooms, room_states, pending, dry_run),
+        f"  MCP server {geminiconfig.SERVER_NAME}: stdio (salon mcp), trusted, in {SETTINGS}",
+    ]
+    if why:
+        lines.append(
+            f"  note: the commands name this machine's paths ({why}), so {SETTINGS} is "
+            "listed in .git/info/exclude: keep it out of version control. With this "
+            "`salon` on PATH and the default store, install writes a file to commit instead"
+        )
+    lines += [
+        "Next:",
+        f"  start Gemini CLI in {here} with: gemini   (or `gemini -p …`)",
+        "  Gemini warns once about the project's new hooks; the folder is trusted, so it "
+        "runs them and the server",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- uninstall
+
+
+def uninstall(*, dry_run: bool) -> str:
+    here = project_root(Path.cwd())
+    plans = uninstall_plans(here)
+    if not dry_run:
+        for plan in plans:
+            files.apply(plan, cwd=here)
+        folder = here / ".gemini"
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+    changed = [plan for plan in plans if plan.changed]
+    head = (
+        f"salon uninstall --client gemini{' (dry run: nothing changed)' if dry_run else ''}: {here}"
+    )
+    if not changed:
+        return f"{head}\n  nothing of agent-salon's for Gemini CLI was found here"
+    return "\n".join([head, *file_lines(changed, here, dry_run)])
+
+
+def uninstall_plans(here: Path) -> list[Planned]:
+    files.refuse_links(here, here / SETTINGS, SETTINGS)
+    old, data = files.read_json(here / SETTINGS, SETTINGS)
+    try:
+        merged = geminiconfig.without_ours(data)
+    except claudeconfig.ShapeError as exc:
+        raise CommandError(f"{exc}; it was left untouched and nothing was changed") from None
+    plans = [_undone(json_plan(here / SETTINGS, SETTINGS, old, merged), here)]
+    plans += trust_plans(here, add=False)
+    exclude = exclude_plan(here, add=False)
+    if exclude is not None:
+        plans.append(exclude)
+    return plans

@@ -1,0 +1,90 @@
+"""What the tests of the real agent CLIs share (tests/test_codex_cli.py,
+tests/test_gemini_cli.py): a git project, the other project's asking session (`api`, a
+plain `salon` command line with a session id, in the room `team`), and what the store
+and the stand-in model say afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.support import query_store, run_salon
+
+QUESTION = "Which port does the staging API listen on?"
+API_SESSION = "c4e1b7d2-8a9f-4e3d-b2c1-a0f9e8d7c6b5"
+
+
+def git(directory: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(directory), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def new_repo(directory: Path) -> Path:
+    directory.mkdir(parents=True)
+    git(directory, "init", "-q")
+    git(directory, "config", "user.email", "t@example.invalid")
+    git(directory, "config", "user.name", "t")
+    (directory / "src").mkdir()
+    (directory / "src" / "app.py").write_text("PORT = 8080\n")
+    git(directory, "add", "-A")
+    git(directory, "commit", "-q", "-m", "start")
+    return directory
+
+
+def api(env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """A command of the other project's session (agent `api`, in the room `team`)."""
+    where = tmp_path / "api"
+    where.mkdir(exist_ok=True)
+    environment = {**env, "AGENT_SALON_NAME": "api", "AGENT_SALON_ROOM": "team",
+                   "CLAUDE_CODE_SESSION_ID": API_SESSION}  # fmt: skip
+    return run_salon(*args, env=environment, cwd=where)
+
+
+def ask(env: dict[str, str], tmp_path: Path) -> dict:
+    done = api(env, tmp_path, "send", "team", "QUESTION", QUESTION, "--to", "web-app", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def seats(env: dict[str, str], agent: str = "web-app") -> list[tuple[str, str]]:
+    return query_store(
+        env,
+        "SELECT s.name, s.client FROM bus_seat s JOIN bus_agent a ON a.id = s.agent_id "
+        "WHERE a.name = ? ORDER BY s.name",
+        (agent,),
+    )
+
+
+def told_once(stand_in) -> None:
+    """The question reached the model, and in one item of its conversation only: no
+    request shows it twice, and none after the first lacks it (the history holds it)."""
+    shown = [r.count(QUESTION) for r in stand_in.model_requests]
+    assert max(shown) == 1, shown
+    first = shown.index(1)
+    assert all(n == 1 for n in shown[first:]), shown
+
+
+def answered_and_woke_the_asker(env: dict[str, str], tmp_path: Path, question: dict) -> None:
+    """web-app's ANSWER to `question` is stored with `re`, woke the asking session's seat,
+    and is what the asker's inbox shows."""
+    [[entry_id, sender]] = query_store(
+        env,
+        "SELECT id, sender_agent FROM bus_entry WHERE re = ?",
+        (question["id"].replace("-", ""),),  # a UUID is stored as 32 hex digits
+    )
+    assert sender == "web-app"
+    woken = query_store(
+        env,
+        "SELECT s.name FROM bus_wakedecision w JOIN bus_seat s ON s.id = w.seat_id "
+        "WHERE w.entry_id = ? AND w.woken",
+        (entry_id,),
+    )
+    assert [name for (name,) in woken] == [f"api#{API_SESSION[:8]}"], woken
+    read = api(env, tmp_path, "inbox", "team", "--json")
+    assert read.returncode == 0, read.stderr
+    [got] = [e for e in json.loads(read.stdout)["entries"] if e["type"] == "ANSWER"]
+    assert (got["content"], got["re"]) == ("8443.", question["id"])
