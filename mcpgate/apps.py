@@ -14,8 +14,9 @@ class McpGateConfig(AppConfig):
         from mcpgate.claude import hooks
         from mcpgate.codex import hooks as codex_hooks
         from mcpgate.gemini import hooks as gemini_hooks
+        from mcpgate.opencode import hooks as opencode_hooks
 
-        hooks.CLIENT_HOOKS.update(codex=codex_hooks, gemini=gemini_hooks)
+        hooks.CLIENT_HOOKS.update(codex=codex_hooks, gemini=gemini_hooks, opencode=opencode_hooks)
         ops.register("hook", hooks.operation)
         # The Stop hook's judge (bus.services.triage): claimed and recorded here, asked by the hook.
         ops.register("triage-claim", hooks.triage_claim)

@@ -3,8 +3,11 @@
 Identity: the agent is AGENT_SALON_NAME or the working directory's name; the seat comes
 from CLAUDE_CODE_SESSION_ID (Claude Code puts it in a stdio server's environment), else
 from the session a client names in each tool call (Codex CLI: `_meta.sessionId`, the id
-its hooks get too), taken at the first call; Gemini CLI names none, and the server takes
-the one its hooks recorded for their gemini process (mcpgate.gemini.sessions). The
+its hooks get too; OpenCode: the `_salon_session` argument its plugin adds to each call,
+taken out before the call is checked), taken at the first call; Gemini CLI names none,
+and the server takes the one its hooks recorded for their gemini process
+(mcpgate.gemini.sessions). A call that names another session than the server's is
+refused: one server serves one session's seat, and never writes in another's name. The
 server makes no seat of its own: a seat appears when the session's hook checks it in or
 a tool is called (`claude mcp list` starts the server too, and must leave nothing
 behind).
@@ -57,6 +60,23 @@ class OverlongLine:
         self.size = size
 
 
+# OpenCode gives its MCP servers no session; agent-salon's plugin adds it to each call's
+# arguments (mcpgate.opencode.plugin).
+SESSION_ARGUMENT = "_salon_session"
+
+
+def _named_session(params: dict) -> tuple[str | None, bool]:
+    """(the session a tools/call names, if any; whether agent-salon's own plugin named
+    it). OpenCode's argument is taken out of the arguments."""
+    arguments = params.get("arguments")
+    if isinstance(arguments, dict) and SESSION_ARGUMENT in arguments:
+        named = arguments.pop(SESSION_ARGUMENT)
+        return (named if isinstance(named, str) else None), True
+    meta = params.get("_meta")
+    named = meta.get("sessionId") if isinstance(meta, dict) else None
+    return (named if isinstance(named, str) else None), False
+
+
 class StdioBinding:
     """The tools' view of a stdio server: one agent, one Claude Code session."""
 
@@ -82,25 +102,32 @@ class StdioBinding:
         return self._seat
 
     def adopt_session(self, params: dict) -> None:
-        """A client that names its session in each call (`_meta.sessionId`) binds a
-        server its environment named none for, at the first call: that call, and every
-        later one, is the session's own seat, the one its hooks check in."""
+        """A client that names its session in each call (`_meta.sessionId`, or OpenCode's
+        SESSION_ARGUMENT, taken out of the arguments here) binds a server its environment
+        named none for, at the first call: that call, and every later one, is the
+        session's own seat, the one its hooks check in. A later call naming another
+        session by the plugin's argument is refused (tools.CallRefused); Codex's
+        `_meta.sessionId` of a later call is not looked at, as before."""
+        named, by_plugin = _named_session(params)
         if self.client_session or self._seat is not None:
+            if by_plugin and named != self.client_session:
+                raise tools.CallRefused(
+                    protocol.INVALID_PARAMS,
+                    f"this salon server serves session {self.client_session}, not "
+                    f"{str(named)[:64]!r}: one server serves one session (start the other "
+                    "session in a process of its own)",
+                )
             return
-        if settings.CLIENT == "gemini":
+        if named is None and settings.CLIENT == "gemini":
             from mcpgate.gemini import sessions
 
-            recorded = sessions.lookup()
-            if recorded:
-                params = {"_meta": {"sessionId": recorded}}
-        meta = params.get("_meta")
-        named = meta.get("sessionId") if isinstance(meta, dict) else None
-        if not isinstance(named, str):
+            named = sessions.lookup()
+        if named is None:
             return
         try:
             self.client_session = rules.validate_claimed_session(named)
         except rules.RuleError as exc:
-            log.warning("a tool call's _meta.sessionId is not used: %s", exc)
+            log.warning("a tool call's session id is not used: %s", exc)
 
     def seat(self, *, joining: str | None = None) -> Seat:
         if self._seat is None:

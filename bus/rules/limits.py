@@ -23,9 +23,10 @@ AGENT_CLIENTS = (CLAUDE, CODEX, GEMINI, OPENCODE)
 CLIENTS = (*AGENT_CLIENTS, PERSON)
 # The clients whose idle session nothing can start a turn in (Codex CLI's `codex exec`,
 # and its interactive sessions until salon speaks to its app-server; Gemini CLI, which
-# has no way in between turns): a claim on such a seat is told at its next turn (a
-# prompt, or the end of a turn), never while it waits.
-TOLD_AT_NEXT_TURN = (CODEX, GEMINI)
+# has no way in between turns; OpenCode, whose plugin starts a turn only as one ends):
+# a claim on such a seat is told at its next turn (a prompt, a tool's result, or the end
+# of a turn), never while it waits.
+TOLD_AT_NEXT_TURN = (CODEX, GEMINI, OPENCODE)
 
 
 LIVE_WINDOW = timedelta(minutes=2)

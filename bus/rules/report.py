@@ -109,6 +109,6 @@ def next_turn_notice(seats: Sequence[str]) -> str:
     verb = "is a session" if len(seats) == 1 else "are sessions"
     return (
         f"{names} {verb} of a client that cannot be woken while idle (Codex CLI, Gemini "
-        "CLI): the entry is told at its next turn (its next prompt, or when a turn it is in "
-        "ends)."
+        "CLI, OpenCode): the entry is told at its next turn (its next prompt, or when a "
+        "turn it is in ends)."
     )

@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 HOOKS = ("session-start", "stop", "heartbeat", "pre-edit", "session-end", "prompt-submit")
 # Who runs the hooks (`salon hook KIND --client codex`): Claude Code unless said. The
 # hooks' work is the same for each; what the input holds and what the output says is the
-# client's (mcpgate.codex for Codex CLI, mcpgate.gemini for Gemini CLI).
-HOOK_CLIENTS = ("claude", "codex", "gemini")
+# client's (mcpgate.codex for Codex CLI, mcpgate.gemini for Gemini CLI, mcpgate.opencode
+# for OpenCode's plugin).
+HOOK_CLIENTS = ("claude", "codex", "gemini", "opencode")
 LOG_NAME = "agent-salon-hooks.log"
 LOG_MAX_BYTES = 1 << 20
 BEAT_SECONDS = 60

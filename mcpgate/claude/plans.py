@@ -103,3 +103,41 @@ def file_lines(plans: list[Planned], project: Path, dry_run: bool) -> list[str]:
         for item in plan.removed:
             lines.append(f"  {would}removed from {plan.label}: {item}")
     return lines
+
+
+def git_dir(here: Path) -> Path | None:
+    """The repository's git directory (a worktree's shares the main one's info/)."""
+    dot_git = here / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    if dot_git.is_file():
+        line = dot_git.read_text(errors="replace").strip()
+        if line.startswith("gitdir:"):
+            gitdir = (here / line[len("gitdir:") :].strip()).resolve()
+            common = gitdir / "commondir"
+            if common.is_file():
+                return (gitdir / common.read_text().strip()).resolve()
+            return gitdir
+    return None
+
+
+def exclude_plan(here: Path, ours: list[str], *, add: bool) -> Planned | None:
+    """The repository's own `.git/info/exclude` with (add) or without the lines `ours`
+    (a note, then the paths of files that name this machine's paths); None when the
+    project is no git repository or nothing changes."""
+    info = git_dir(here)
+    if info is None:
+        return None
+    path = info / "info" / "exclude"
+    label = ".git/info/exclude"
+    old = files.read_bytes(path, label)
+    lines = (old or b"").decode(errors="replace").splitlines()
+    kept = [line for line in lines if line not in ours]
+    if add:
+        kept += ours
+    new = ("\n".join(kept) + "\n").encode() if kept else None
+    if old is not None and new is None:
+        new = b""
+    if new == old or (old is None and not add):
+        return None
+    return Planned(path, label, old, new)

@@ -37,9 +37,10 @@ from salond.line import Line
 
 USAGE = (
     "usage: salon hook {session-start|stop|heartbeat|pre-edit|session-end|prompt-submit} "
-    "[--client claude|codex|gemini] — run by Claude Code (or Codex CLI, Gemini CLI) with "
-    "its hook JSON on stdin; salon hook mcp-headers — Claude Code's headersHelper for the "
-    "HTTP server (salon install writes them)"
+    "[--client claude|codex|gemini|opencode] — run by Claude Code (or Codex CLI, Gemini "
+    "CLI, agent-salon's OpenCode plugin) with its hook JSON on stdin; salon hook "
+    "mcp-headers — Claude Code's headersHelper for the HTTP server (salon install writes "
+    "them)"
 )
 
 
@@ -141,18 +142,15 @@ def run_hook(
             raise HookInputError(
                 "no session_id in the hook input and no CLAUDE_CODE_SESSION_ID in the environment"
             )
+        own = client_input(client)
         if kind == "session-start" and client == "claude":
             sessionmap.record(ctx.session)  # first: the headers helper is waiting for it
-        elif client == "gemini" and kind in ("session-start", "prompt-submit"):
-            from mcpgate.gemini import sessions
-
-            sessions.record(ctx.session)  # for the MCP server, which is told no session
-        for one in _each_edit(ctx, environ, line.store):
+        elif hasattr(own, "record_session"):
+            own.record_session(kind, ctx.session)  # for an MCP server told no session
+        for one in _each_edit(ctx, environ, line.store, own):
             output = settle(one, environ, line)
-            if output and client == "gemini":
-                from mcpgate.gemini.hookinput import answer
-
-                output = answer(output)
+            if output and hasattr(own, "answer"):
+                output = own.answer(output)
             if output:
                 _print(stdout, output)
                 break
@@ -161,20 +159,26 @@ def run_hook(
     return 0
 
 
-def _each_edit(ctx, environ: dict[str, str], store: str) -> list:
-    """The hook's contexts: one, except for a Codex patch, which is checked file by file
-    (mcpgate.codex.hookinput: the first file held back answers for the patch)."""
-    if ctx.kind != "pre-edit" or ctx.client not in ("codex", "gemini"):
+def client_input(client: str):
+    """The client's own reading of hook input and writing of output (a module with
+    `edit_payloads`, and optionally `answer` and `record_session`): mcpgate.<client>.
+    hookinput; None for Claude Code, whose shapes are this package's."""
+    if client == "claude":
+        return None
+    import importlib
+
+    return importlib.import_module(f"mcpgate.{client}.hookinput")
+
+
+def _each_edit(ctx, environ: dict[str, str], store: str, own) -> list:
+    """The hook's contexts: one, except for an edit in another client's shape, which is
+    checked file by file as Claude Code's edit of that file (the first file held back
+    answers for the whole call)."""
+    if ctx.kind != "pre-edit" or own is None:
         return [ctx]
-    if ctx.client == "gemini":
-        from mcpgate.gemini.hookinput import edit_payload
-
-        return [hook_context(ctx.kind, edit_payload(ctx.payload), environ, store, ctx.client)]
-    from mcpgate.codex.hookinput import edit_payloads
-
     return [
         hook_context(ctx.kind, payload, environ, store, ctx.client)
-        for payload in edit_payloads(ctx.payload)
+        for payload in own.edit_payloads(ctx.payload)
     ]
 
 

@@ -12,7 +12,7 @@ from bus.management.base import BusCommand, caller_from_settings
 from bus.rules import RuleError
 from mcpgate.claude import install
 
-CLIENTS = ("claude", "codex", "gemini")
+CLIENTS = ("claude", "codex", "gemini", "opencode")
 
 
 def client_wiring(client: str):
@@ -79,8 +79,9 @@ class Command(BusCommand):
             default="claude",
             help="the agent CLI to wire: claude (Claude Code, the default), codex (Codex "
             "CLI: .codex/config.toml and .codex/hooks.json, and the project and its hooks "
-            "trusted in your Codex config) or gemini (Gemini CLI: .gemini/settings.json, "
-            "and the folder trusted in ~/.gemini/trustedFolders.json)",
+            "trusted in your Codex config), gemini (Gemini CLI: .gemini/settings.json, and "
+            "the folder trusted in ~/.gemini/trustedFolders.json) or opencode (OpenCode: "
+            "opencode.json, and its plugin in the data directory)",
         )
         parser.add_argument(
             "--plugin",
@@ -119,7 +120,7 @@ class Command(BusCommand):
         )
 
     def other_client(self, client, rooms, *, dry_run, replace, http, plugin, triage) -> str:
-        """Codex CLI's or Gemini CLI's install: the same arguments and checks for each."""
+        """Codex CLI's, Gemini CLI's or OpenCode's install: the same arguments and checks."""
         from pathlib import Path
 
         from django.conf import settings

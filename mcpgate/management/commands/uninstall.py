@@ -24,7 +24,8 @@ class Command(BusCommand):
             "--client",
             choices=CLIENTS,
             default="claude",
-            help="the agent CLI whose wiring to remove: claude (the default), codex or gemini",
+            help="the agent CLI whose wiring to remove: claude (the default), codex, gemini or "
+            "opencode",
         )
         parser.add_argument(
             "--plugin",
