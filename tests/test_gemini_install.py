@@ -5,7 +5,10 @@ real one)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from mcpgate.claude.config import ShapeError
 from mcpgate.gemini import config as geminiconfig
 from tests.claude_kit import hook_json, ok, ok_json
 from tests.support import run_salon
+from tests.test_codex_install import LINKED, QUOTED, tree
 
 SESSION = "01a250af-d3b0-7870-84a5-ec39a7ada390"
 OTHER = "c4e1b7d2-8a9f-4e3d-b2c1-a0f9e8d7c6b5"
@@ -310,3 +314,197 @@ def test_agents_names_the_gemini_seats_client(env, proj, tmp_path):
     [web] = [a for a in listed["agents"] if a["agent"] == "web-app"]
     [seat] = web["seats"]
     assert (seat["client"], seat["idleWake"]) == ("gemini", False)
+
+
+# ---------------------------------------------------------------- a hostile environment
+
+KEPT = "; it was left untouched and nothing was changed"
+NOT_JSON = " — fix the file (or move it away) and run the command again"
+
+
+def refused(env, proj, tmp_path, message: str) -> None:
+    """install fails with exactly `message` and changes nothing anywhere."""
+    before = tree(tmp_path)
+    done = install(env, proj)
+    assert (done.returncode, done.stderr) == (1, f"salon install: {message}\n")
+    assert tree(tmp_path) == before
+
+
+def data_dir(env) -> Path:
+    return Path(env["XDG_DATA_HOME"]) / "agent-salon"
+
+
+LINKS = {
+    ".gemini": (".gemini", "../outside", ".gemini/settings.json"),
+    "~/.gemini": ("~/.gemini", "../outside", "~/.gemini/trustedFolders.json"),
+    "~/.gemini/trustedFolders.json": ("~/.gemini/trustedFolders.json", "../../outside/file",
+                                      "~/.gemini/trustedFolders.json"),
+    "GEMINI_CLI_TRUSTED_FOLDERS_PATH": ("tf/trusted.json", "../outside/file", "TF"),
+    "salon's note": ("note", "../../../../outside/file", "gemini-trusted-folders.json"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("at", LINKS)
+def test_a_planted_link_is_refused_and_neither_it_nor_its_target_is_touched(
+    env, proj, tmp_path, at
+):
+    link, to, label = LINKS[at]
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "file").write_text('{"folders": []}\n')
+    place = {
+        "~": Path(env["HOME"]) / link[2:],
+        "tf": tmp_path / link,
+        "note": data_dir(env) / "gemini-trusted-folders.json",
+    }.get(link.split("/")[0], proj / link)
+    if place.is_dir():
+        shutil.rmtree(place)
+    place.unlink(missing_ok=True)
+    place.parent.mkdir(parents=True, exist_ok=True)
+    place.symlink_to(to)
+    if label == "TF":
+        env = dict(env, GEMINI_CLI_TRUSTED_FOLDERS_PATH=str(place))
+        label = str(place)
+    shown = {"~": link[2:], "note": place.name}.get(link.split("/")[0], link)
+
+    refused(env, proj, tmp_path, LINKED.format(link=shown, to=to, label=label))
+
+    assert (tmp_path / "outside" / "file").read_text() == '{"folders": []}\n'
+    assert sorted(os.listdir(tmp_path / "outside")) == ["file"]
+
+
+def test_a_link_planted_at_a_backup_path_is_replaced_and_its_target_untouched(env, proj, tmp_path):
+    mine = with_settings(proj, json.dumps(THEIRS) + "\n").read_bytes()
+    users = trust_file(env).read_bytes()
+    target = tmp_path / "outside"
+    target.write_text("precious\n")
+    folder = f"{proj.name}-{hashlib.sha256(str(proj.resolve()).encode()).hexdigest()[:8]}"
+    backups = (data_dir(env) / "backups" / folder / ".gemini" / "settings.json.bak",
+               trust_file(env).with_name("trustedFolders.json.bak"))  # fmt: skip
+    for backup in backups:
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        backup.symlink_to(target)
+
+    ok(install(env, proj))
+
+    assert target.read_text() == "precious\n"
+    assert [b.is_symlink() for b in backups] == [False, False]
+    assert [b.read_bytes() for b in backups] == [mine, users]
+
+
+SHAPE = "~/.gemini/trustedFolders.json is not in the shape Gemini reads; nothing was changed"
+TRUST_NOT_READ = {
+    "a list": (b"[1, 2]", SHAPE),
+    "a string": (b'"x"', SHAPE),
+    "a number for a value": (b'{"/a": 5}', SHAPE),
+    "not UTF-8": (
+        b'{"/a": "\xff"}',
+        "~/.gemini/trustedFolders.json is not valid JSON (not UTF-8, a bad byte at offset 8)"
+        + KEPT
+        + NOT_JSON,
+    ),
+    "100000 nested lists": (
+        b"[" * 100_000 + b"]" * 100_000,
+        "~/.gemini/trustedFolders.json is not valid JSON (nested more than 512 levels deep)"
+        + KEPT
+        + NOT_JSON,
+    ),
+    "100000 nested objects": (
+        b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+        "~/.gemini/trustedFolders.json is not valid JSON (nested more than 512 levels deep)"
+        + KEPT
+        + NOT_JSON,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TRUST_NOT_READ)
+def test_trusted_folders_gemini_would_not_read_are_refused_and_nothing_changes(
+    env, proj, tmp_path, case
+):
+    raw, message = TRUST_NOT_READ[case]
+    trust_file(env).write_bytes(raw)
+
+    refused(env, proj, tmp_path, message)
+
+
+SETTINGS_NOT_READ = {
+    "hooks a string": ('{"hooks": "x"}', '.gemini/settings.json: "hooks" is not an object'),
+    "mcpServers a list": (
+        '{"mcpServers": []}', '.gemini/settings.json: "mcpServers" is not an object'
+    ),
+    "hooks.BeforeTool an object": (
+        '{"hooks": {"BeforeTool": {}}}', '.gemini/settings.json: "hooks.BeforeTool" is not a list'
+    ),
+    "mcpServers.salon a string": (
+        '{"mcpServers": {"salon": "x"}}',
+        '.gemini/settings.json: "mcpServers.salon" is a server of your own (it does not run '
+        "`salon mcp`)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SETTINGS_NOT_READ)
+def test_settings_gemini_would_not_read_are_refused_and_nothing_changes(env, proj, tmp_path, case):
+    text, message = SETTINGS_NOT_READ[case]
+    with_settings(proj, text)
+
+    refused(env, proj, tmp_path, message + KEPT)
+
+
+def test_a_note_not_in_salons_shape_is_refused_and_nothing_changes(env, proj, tmp_path):
+    note = data_dir(env) / "gemini-trusted-folders.json"
+    note.parent.mkdir(parents=True)
+    note.write_text("[1]\n")
+
+    refused(env, proj, tmp_path,
+            f"{note} (salon's note of the folders it trusted) is not in the shape salon "
+            "writes; nothing was changed: move it away and run the command again")  # fmt: skip
+
+
+@pytest.mark.parametrize("plain", ["~/.gemini", "the data directory"])
+def test_a_folder_that_is_a_plain_file_is_refused_before_anything_is_written(
+    env, proj, tmp_path, plain
+):
+    with_settings(proj, json.dumps(THEIRS) + "\n")  # backed up: the data directory
+    folder, label = {
+        "~/.gemini": (
+            trust_file(env).parent, "~/.gemini/trustedFolders.json (Gemini trusted folders)"
+        ),
+        "the data directory": (data_dir(env), ".gemini/settings.json"),
+    }[plain]  # fmt: skip
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.write_text("a file\n")
+
+    refused(env, proj, tmp_path,
+            f"cannot write {label}: {folder} is not a folder salon can write in; nothing was "
+            "changed")  # fmt: skip
+
+
+def test_a_path_that_needs_quoting_gets_valid_files_and_hooks_that_run(env, tmp_path):
+    proj = tmp_path / QUOTED
+    proj.mkdir()
+    subprocess.run(["git", "init", "-q", str(proj)], check=True)
+    store = proj / "st ore$'\".db"
+    shutil.copyfile(env["AGENT_SALON_DB"], store)
+    store.chmod(0o600)
+    env = dict(env, AGENT_SALON_NAME="web", AGENT_SALON_DB=str(store))
+    users = trust_file(env).read_bytes()
+
+    ok(install(env, proj))
+
+    assert json.loads(trust_file(env).read_text()) == {**USERS, str(proj): "TRUST_FOLDER"}
+    hooks = json.loads((proj / ".gemini" / "settings.json").read_text())["hooks"]
+    command = hooks["SessionStart"][0]["hooks"][0]["command"]
+    bare = {k: v for k, v in env.items() if not k.startswith("AGENT_SALON_")}
+    payload = {"session_id": SESSION, "cwd": str(proj), "hook_event_name": "SessionStart",
+               "transcript_path": None, "source": "startup"}  # fmt: skip
+    ran = subprocess.run(["bash", "-c", command], cwd=proj, env=bare, capture_output=True,
+                         text=True, input=json.dumps(payload), timeout=60)  # fmt: skip
+    said = hook_json(ran)["hookSpecificOutput"]["additionalContext"]
+    assert f"this session is web#{SESSION[:8]} on the bus" in said
+    assert ok(install(env, proj)).stdout.count("unchanged") == 2
+
+    uninstall(env, proj)
+    assert trust_file(env).read_bytes() == users and not (proj / ".gemini").exists()

@@ -141,3 +141,24 @@ def exclude_plan(here: Path, ours: list[str], *, add: bool) -> Planned | None:
     if new == old or (old is None and not add):
         return None
     return Planned(path, label, old, new)
+
+
+def refuse_unwritable(plans: list[Planned], here: Path) -> None:
+    """Refuse, before anything is written, a file (or its backup) whose folder cannot be
+    made or written (`~/.codex` a plain file, say): otherwise the files before it would
+    be written and it not."""
+    for plan in plans:
+        if not plan.changed:
+            continue
+        targets = [plan.path]  # written or removed: its folder changes
+        if plan.old is not None and plan.backed_up:
+            targets.append(files.backup_path(plan.path, here))
+        for target in targets:
+            folder = target.parent
+            while not folder.exists() and folder != folder.parent:
+                folder = folder.parent
+            if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+                raise CommandError(
+                    f"cannot write {plan.label}: {folder} is not a folder salon can write "
+                    "in; nothing was changed"
+                )

@@ -42,6 +42,8 @@ HOOK_TIMEOUT = 10  # seconds; Codex's default is 600
 SESSION_END_TIMEOUT = 3
 DEFAULT_TIMEOUT = 600
 STARTUP_TIMEOUT_SEC = 30
+# Codex cuts each MCP tool call at 60 s unless told: `wait` may wait 300 s.
+TOOL_TIMEOUT_SEC = 600
 # (Codex event, `salon hook` kind, matcher)
 HOOK_EVENTS = (
     ("SessionStart", "session-start", None),
@@ -105,7 +107,9 @@ def without_our_hooks(data: dict) -> claudeconfig.Merge:
     return claudeconfig.without_our_hooks(_checked(data), HOOKS)
 
 
-def _checked(data: dict) -> dict:
+def _checked(data: object) -> dict:
+    if not isinstance(data, dict):
+        raise claudeconfig.ShapeError(f"{HOOKS} is not a JSON object")
     extra = sorted(set(data) - {"hooks", "description"})
     if extra:
         # Codex refuses such a file whole (its hooks would all be ignored).
@@ -163,6 +167,7 @@ def server_table(argv: list[str], env: dict[str, str]) -> dict:
         "env_vars": [name for name in PASSED_THROUGH if name not in env],
         "required": True,
         "startup_timeout_sec": STARTUP_TIMEOUT_SEC,
+        "tool_timeout_sec": TOOL_TIMEOUT_SEC,
     }
 
 

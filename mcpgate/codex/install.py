@@ -38,12 +38,19 @@ from mcpgate.claude import config as claudeconfig
 from mcpgate.claude import files, install
 from mcpgate.claude.commandline import shell_command
 from mcpgate.claude.files import Planned
-from mcpgate.claude.plans import file_lines, json_plan, shown_path
+from mcpgate.claude.plans import (
+    exclude_plan,
+    file_lines,
+    json_plan,
+    refuse_unwritable,
+    shown_path,
+)
 from mcpgate.codex import config as codexconfig
 from mcpgate.codex import tomledit
 from mcpgate.codex.config import CONFIG, HOOKS
 
 EXCLUDE_NOTE = "# agent-salon: salon install --client codex (names this machine's paths)"
+EXCLUDED = [EXCLUDE_NOTE, f"/{CONFIG}", f"/{HOOKS}"]
 NEXT_STEP = "codex"
 
 
@@ -66,9 +73,10 @@ def project(agent: str, rooms: list[str], *, dry_run: bool, replace: bool) -> st
     }
     plans = project_plans(here, commands, codexconfig.server_table(argv("mcp"), server_env),
                           replace=replace)  # fmt: skip
-    exclude = exclude_plan(here, add=bool(why))
+    exclude = exclude_plan(here, EXCLUDED, add=bool(why))
     if exclude is not None:
         plans.append(exclude)
+    refuse_unwritable(plans, here)
     pending, room_states = install.store_state(rooms)
     if not dry_run:
         install.write(plans, here, rooms, room_states, pending)
@@ -112,7 +120,7 @@ def user_plan(here: Path, hooks_data: dict, *, add: bool) -> Planned:
     files.refuse_links(path.parent.parent, path, label)
     old = files.read_bytes(path, label)
     text = old.decode(errors="replace") if old is not None else ""
-    data = tomledit.loads(text, label) if text.strip() else {}
+    data = _loads(text, label) if text.strip() else {}
     hooks_path = here / HOOKS
     trusted = codexconfig.trust_entries(hooks_path, hooks_data) if add else {}
     ours = set(tomledit.marked_tables(text))
@@ -142,7 +150,7 @@ def trust_tables(here: Path, data: dict, ours: set, trusted: dict[str, str], lab
     (an `enabled` the user set is kept)."""
     tables = []
     project_path = ("projects", str(here))
-    trust = ((data.get("projects") or {}).get(str(here)) or {}).get("trust_level")
+    trust = _table(data, label, "projects", str(here)).get("trust_level")
     if trust is None or project_path in ours:
         tables.append((project_path, {"trust_level": "trusted"}))
     elif trust != "trusted":
@@ -151,50 +159,33 @@ def trust_tables(here: Path, data: dict, ours: set, trusted: dict[str, str], lab
             "project's .codex/ files: trust the project in Codex (or remove that entry) "
             "and run install again (nothing was changed)"
         )
-    states = (data.get("hooks") or {}).get("state") or {}
     for key, digest in trusted.items():
-        kept = {k: v for k, v in (states.get(key) or {}).items() if k != "trusted_hash"}
+        state = _table(data, label, "hooks", "state", key)
+        kept = {k: v for k, v in state.items() if k != "trusted_hash"}
         tables.append((("hooks", "state", key), {**kept, "trusted_hash": digest}))
     return tables
 
 
-def exclude_plan(here: Path, *, add: bool) -> Planned | None:
-    """`.git/info/exclude` with (add) or without our lines; None when the project is no
-    git repository or nothing changes."""
-    info = git_dir(here)
-    if info is None:
-        return None
-    path = info / "info" / "exclude"
-    label = ".git/info/exclude"
-    old = files.read_bytes(path, label)
-    lines = (old or b"").decode(errors="replace").splitlines()
-    ours = [EXCLUDE_NOTE, f"/{CONFIG}", f"/{HOOKS}"]
-    kept = [line for line in lines if line not in ours]
-    if add:
-        kept += ours
-    new = ("\n".join(kept) + "\n").encode() if kept else None
-    if old is not None and new is None:
-        new = b""
-    if new == old or (old is None and not add):
-        return None
-    plan = Planned(path, label, old, new)
-    return plan
+def _loads(text: str, label: str) -> dict:
+    try:
+        return tomledit.loads(text, label)
+    except tomledit.TomlEditError as exc:
+        raise CommandError(f"{exc}; it was left untouched and nothing was changed") from None
 
 
-def git_dir(here: Path) -> Path | None:
-    """The repository's git directory (a worktree's shares the main one's info/)."""
-    dot_git = here / ".git"
-    if dot_git.is_dir():
-        return dot_git
-    if dot_git.is_file():
-        line = dot_git.read_text(errors="replace").strip()
-        if line.startswith("gitdir:"):
-            gitdir = (here / line[len("gitdir:") :].strip()).resolve()
-            common = gitdir / "commondir"
-            if common.is_file():
-                return (gitdir / common.read_text().strip()).resolve()
-            return gitdir
-    return None
+def _table(data: dict, label: str, *path: str) -> dict:
+    """The table at `path` ({} when it is not there); refused when something on the way
+    is not a table (Codex would not read the file)."""
+    here: object = data
+    for depth, part in enumerate(path, 1):
+        here = here.get(part, {})
+        if not isinstance(here, dict):
+            shown = ".".join(tomledit.key(p) for p in path[:depth])
+            raise CommandError(
+                f"{label}: {shown} is not a table, so it is not in the shape Codex reads; "
+                "it was left untouched and nothing was changed"
+            )
+    return here
 
 
 def report(agent, here, rooms, plans, room_states, pending, dry_run, *, why) -> str:
@@ -227,6 +218,7 @@ def report(agent, here, rooms, plans, room_states, pending, dry_run, *, why) -> 
 def uninstall(*, dry_run: bool) -> str:
     here = codexconfig.project_root(Path.cwd())
     plans = uninstall_plans(here)
+    refuse_unwritable(plans, here)
     if not dry_run:
         for plan in plans:
             files.apply(plan, cwd=here)
@@ -255,14 +247,14 @@ def uninstall_plans(here: Path) -> list[Planned]:
     old = files.read_bytes(path, CONFIG)
     if old is not None:
         text = old.decode(errors="replace")
-        data = tomledit.loads(text, CONFIG)
-        server = (data.get("mcp_servers") or {}).get(codexconfig.SERVER_NAME)
+        data = _loads(text, CONFIG)
+        server = _table(data, CONFIG, "mcp_servers").get(codexconfig.SERVER_NAME)
         path_ = ("mcp_servers", codexconfig.SERVER_NAME)
         if path_ in tomledit.marked_tables(text) or codexconfig.is_our_server(server):
             new = _edited(old, CONFIG, remove=[path_])
             plans.append(_undone_toml(Planned(path, CONFIG, old, new), here))
     plans.append(_undone_toml(user_plan(here, {}, add=False), here))
-    exclude = exclude_plan(here, add=False)
+    exclude = exclude_plan(here, EXCLUDED, add=False)
     if exclude is not None:
         plans.append(exclude)
     return plans

@@ -99,6 +99,8 @@ def loads(text: str, label: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TomlEditError(f"{label} is not valid TOML ({exc})") from None
+    except RecursionError:
+        raise TomlEditError(f"{label} is nested too deeply to be read") from None
 
 
 def _within(path: tuple[str, ...], owned: tuple[str, ...]) -> bool:
@@ -178,7 +180,9 @@ def _drop(data: dict, path: tuple[str, ...]) -> None:
 def _put(data: dict, path: tuple[str, ...], values: dict) -> None:
     here = data
     for part in path[:-1]:
-        here = here.setdefault(part, {})
+        if not isinstance(here.get(part), dict):
+            here[part] = {}  # not a table: the edit cannot hold it, and is refused
+        here = here[part]
     here[path[-1]] = copy.deepcopy(values)
 
 

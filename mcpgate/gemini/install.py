@@ -33,13 +33,19 @@ from mcpgate.claude import config as claudeconfig
 from mcpgate.claude import files, install
 from mcpgate.claude.commandline import shell_command
 from mcpgate.claude.files import Planned
-from mcpgate.claude.plans import file_lines, json_plan, shown_path
-from mcpgate.codex import install as codexinstall
+from mcpgate.claude.plans import (
+    exclude_plan,
+    file_lines,
+    json_plan,
+    refuse_unwritable,
+    shown_path,
+)
 from mcpgate.codex.config import project_root
 from mcpgate.gemini import config as geminiconfig
 from mcpgate.gemini.config import SETTINGS
 
 EXCLUDE_NOTE = "# agent-salon: salon install --client gemini (names this machine's paths)"
+EXCLUDED = [EXCLUDE_NOTE, f"/{SETTINGS}"]
 
 
 def agent_for(here: Path, named: str) -> str:
@@ -66,9 +72,10 @@ def project(agent: str, rooms: list[str], *, dry_run: bool, replace: bool) -> st
     }
     server = geminiconfig.server_entry(argv("mcp"), server_env)
     plans = [settings_plan(here, commands, server, replace=replace), *trust_plans(here, add=True)]
-    exclude = exclude_plan(here, add=bool(why))
+    exclude = exclude_plan(here, EXCLUDED, add=bool(why))
     if exclude is not None:
         plans.append(exclude)
+    refuse_unwritable(plans, here)
     pending, room_states = install.store_state(rooms)
     if not dry_run:
         install.write(plans, here, rooms, room_states, pending)
@@ -99,10 +106,9 @@ def trust_plans(here: Path, *, add: bool) -> list[Planned]:
     label = shown_path(path, here)
     files.refuse_links(path.parent.parent, path, label)
     old, folders = files.read_json(path, label)
-    if not all(isinstance(value, str) for value in folders.values()):
+    if not isinstance(folders, dict) or not all(isinstance(v, str) for v in folders.values()):
         raise CommandError(f"{label} is not in the shape Gemini reads; nothing was changed")
-    note_old, noted = files.read_json(notes_path(), "gemini-trusted-folders.json")
-    ours = [str(p) for p in noted.get("folders", []) if isinstance(p, str)]
+    note_old, ours = _noted()
     key = str(here)
     new_folders, new_ours = dict(folders), [p for p in ours if p != key]
     if add:
@@ -133,31 +139,25 @@ def trust_plans(here: Path, *, add: bool) -> list[Planned]:
     return [plan, note] if note.changed else [plan]
 
 
+def _noted() -> tuple[bytes | None, list[str]]:
+    """Install's note (its bytes, the folders it lists); a link there, or a note not in
+    the shape install writes, is refused."""
+    path, label = notes_path(), "gemini-trusted-folders.json"
+    files.refuse_links(path.parent, path, label)
+    raw, noted = files.read_json(path, label)
+    listed = noted.get("folders", []) if isinstance(noted, dict) else None
+    if not isinstance(listed, list):
+        raise CommandError(
+            f"{path} (salon's note of the folders it trusted) is not in the shape salon "
+            "writes; nothing was changed: move it away and run the command again"
+        )
+    return raw, [str(p) for p in listed if isinstance(p, str)]
+
+
 def _undone(plan: Planned, here: Path) -> Planned:
     from mcpgate.claude import uninstall
 
     return uninstall.undone(plan, here)
-
-
-def exclude_plan(here: Path, *, add: bool) -> Planned | None:
-    """`.git/info/exclude` with (add) or without our lines; None when nothing changes."""
-    info = codexinstall.git_dir(here)
-    if info is None:
-        return None
-    path = info / "info" / "exclude"
-    label = ".git/info/exclude"
-    old = files.read_bytes(path, label)
-    lines = (old or b"").decode(errors="replace").splitlines()
-    ours = [EXCLUDE_NOTE, f"/{SETTINGS}"]
-    kept = [line for line in lines if line not in ours]
-    if add:
-        kept += ours
-    new = ("\n".join(kept) + "\n").encode() if kept else None
-    if old is not None and new is None:
-        new = b""
-    if new == old or (old is None and not add):
-        return None
-    return Planned(path, label, old, new)
 
 
 def report(agent, here, rooms, plans, room_states, pending, dry_run, *, why) -> str:
@@ -189,6 +189,7 @@ def report(agent, here, rooms, plans, room_states, pending, dry_run, *, why) -> 
 def uninstall(*, dry_run: bool) -> str:
     here = project_root(Path.cwd())
     plans = uninstall_plans(here)
+    refuse_unwritable(plans, here)
     if not dry_run:
         for plan in plans:
             files.apply(plan, cwd=here)
@@ -213,7 +214,7 @@ def uninstall_plans(here: Path) -> list[Planned]:
         raise CommandError(f"{exc}; it was left untouched and nothing was changed") from None
     plans = [_undone(json_plan(here / SETTINGS, SETTINGS, old, merged), here)]
     plans += trust_plans(here, add=False)
-    exclude = exclude_plan(here, add=False)
+    exclude = exclude_plan(here, EXCLUDED, add=False)
     if exclude is not None:
         plans.append(exclude)
     return plans

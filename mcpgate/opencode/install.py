@@ -33,13 +33,14 @@ from mcpgate.claude import config as claudeconfig
 from mcpgate.claude import files, install
 from mcpgate.claude.commandline import shell_command
 from mcpgate.claude.files import Planned
-from mcpgate.claude.plans import exclude_plan, file_lines, json_plan
+from mcpgate.claude.plans import exclude_plan, file_lines, json_plan, refuse_unwritable
 from mcpgate.codex.config import project_root
 from mcpgate.opencode import config as opencodeconfig
 from mcpgate.opencode import plugin as opencodeplugin
 from mcpgate.opencode.config import CONFIG
 
 EXCLUDE_NOTE = "# agent-salon: salon install --client opencode (names this machine's paths)"
+EXCLUDED = [EXCLUDE_NOTE, f"/{CONFIG}"]
 KINDS = ("session-start", "prompt-submit", "stop", "pre-edit", "session-end")
 
 
@@ -71,9 +72,10 @@ def project(agent: str, rooms: list[str], *, dry_run: bool, replace: bool) -> st
     plugin = plugin_plan(here, opencodeplugin.source(commands))
     config = config_plan(here, server, plugin.path.as_uri())
     plans = [config, plugin]
-    exclude = exclude_plan(here, [EXCLUDE_NOTE, f"/{CONFIG}"], add=True)
+    exclude = exclude_plan(here, EXCLUDED, add=True)
     if exclude is not None:
         plans.append(exclude)
+    refuse_unwritable(plans, here)
     pending, room_states = install.store_state(rooms)
     if not dry_run:
         install.write(plans, here, rooms, room_states, pending)
@@ -124,6 +126,7 @@ def report(agent, here, rooms, plans, room_states, pending, dry_run) -> str:
 def uninstall(*, dry_run: bool) -> str:
     here = project_root(Path.cwd())
     plans = uninstall_plans(here)
+    refuse_unwritable(plans, here)
     if not dry_run:
         for plan in plans:
             files.apply(plan, cwd=here)
@@ -153,7 +156,7 @@ def uninstall_plans(here: Path) -> list[Planned]:
     plugin = plugin_plan(here, None)
     if plugin.old is not None:
         plans.append(plugin)
-    exclude = exclude_plan(here, [EXCLUDE_NOTE, f"/{CONFIG}"], add=False)
+    exclude = exclude_plan(here, EXCLUDED, add=False)
     if exclude is not None:
         plans.append(exclude)
     return plans

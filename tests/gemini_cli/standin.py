@@ -7,10 +7,10 @@ usage), and `…:generateContent` — the CLI's model router asks it, with a JSO
 how hard the prompt is — with a plain JSON answer of that shape; `…:countTokens` gets a
 count; anything else is a 404.
 
-What the "model" says comes from a script: a list of replies taken one per model
-request, or a function that looks at the request and decides. A reply is a `Call` (a
-`functionCall` part: an MCP tool, `write_file`, …), a `Text` (the turn ends), or a list
-of them. When a list script runs out, the model says "done." and the turn ends.
+What the "model" says comes from a script (tests/standin_kit.py): a list of replies
+taken one per model request, or a function that looks at the request and decides. A
+reply is a `Call` (a `functionCall` part: an MCP tool, `write_file`, …), a `Text` (the
+turn ends), or a list of them. When a list script runs out, the model says "done.".
 
 Every request is recorded (`StandIn.requests`), so a test can assert what the model was
 shown: the prompt, hook context, tool results, and how often a text reached it.
@@ -19,11 +19,11 @@ shown: the prompt, hook context, tool results, and how often a text reached it.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
+
+from tests.standin_kit import JsonHandler, ScriptedServer
 
 
 @dataclass(frozen=True)
@@ -105,57 +105,21 @@ class Request:
         return json.dumps(outputs[-1].get("response")) if outputs else ""
 
 
-@dataclass
-class StandIn:
+class StandIn(ScriptedServer):
     """The server. Use as a context manager; `url` is GOOGLE_GEMINI_BASE_URL."""
 
-    script: list[Reply] | Decide = field(default_factory=list)
-    requests: list[Request] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._turns = iter(self.script) if isinstance(self.script, list) else None
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> StandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def use(self, script: list[Reply] | Decide) -> None:
-        """Answer from now on from `script` (a test's function that needs its fixtures)."""
-        with self._lock:
-            self.script = script
-            self._turns = iter(script) if isinstance(script, list) else None
+    def __init__(self, script: list[Reply] | Decide = ()):
+        super().__init__(list(script) if isinstance(script, tuple) else script, _Handler)
 
     @property
     def model_requests(self) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.method == "streamGenerateContent"]
+        return self.recorded(lambda r: r.method == "streamGenerateContent")
 
     def seen(self, text: str) -> bool:
         return any(text in r.shown_text() for r in self.model_requests)
 
-    def record(self, request: Request) -> None:
-        with self._lock:
-            self.requests.append(request)
-
     def reply_for(self, request: Request) -> list[Item]:
-        if self._turns is None:
-            reply = self.script(request)  # type: ignore[operator]
-        else:
-            with self._lock:
-                reply = next(self._turns, Text("done."))
+        reply = self.next_reply(request, Text("done."))
         return reply if isinstance(reply, list) else [reply]
 
 
@@ -203,51 +167,19 @@ def router_answer() -> dict[str, Any]:
     }
 
 
-def _handler_for(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
+    def do_POST(self) -> None:
+        request = Request(self.path.split("?", 1)[0], self.read_json())
+        self.stand_in.record(request)
+        if request.method == "streamGenerateContent":
+            self.send_events(stream_events(parts(self.stand_in.reply_for(request))))
+        elif request.method == "generateContent":
+            self.send_json(router_answer())
+        elif request.method == "countTokens":
+            self.send_json({"totalTokens": 100})
+        else:
+            self.send_json({"error": {"code": 404, "message": f"no {request.path} here"}}, 404)
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-            pass
-
-        def do_POST(self) -> None:
-            path = self.path.split("?", 1)[0]
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = {"_unparsed": raw.decode(errors="replace")}
-            request = Request(path, body if isinstance(body, dict) else {})
-            stand_in.record(request)
-            if request.method == "streamGenerateContent":
-                self.send_stream(stream_events(parts(stand_in.reply_for(request))))
-            elif request.method == "generateContent":
-                self.send_json(router_answer())
-            elif request.method == "countTokens":
-                self.send_json({"totalTokens": 100})
-            else:
-                self.send_json({"error": {"code": 404, "message": f"no {path} here"}}, 404)
-
-        def do_GET(self) -> None:
-            stand_in.record(Request(self.path.split("?", 1)[0], {}))
-            self.send_json({"error": {"code": 404, "message": "not found"}}, 404)
-
-        def send_json(self, payload: Any, status: int = 200) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def send_stream(self, events: Iterable[dict[str, Any]]) -> None:
-            data = b"".join(f"data: {json.dumps(event)}\r\n\r\n".encode() for event in events)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+    def do_GET(self) -> None:
+        self.stand_in.record(Request(self.path.split("?", 1)[0], {}))
+        self.send_json({"error": {"code": 404, "message": "not found"}}, 404)
