@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
 
 from tests.support import query_store, run_salon
@@ -88,3 +89,20 @@ def answered_and_woke_the_asker(env: dict[str, str], tmp_path: Path, question: d
     assert read.returncode == 0, read.stderr
     [got] = [e for e in json.loads(read.stdout)["entries"] if e["type"] == "ANSWER"]
     assert (got["content"], got["re"]) == ("8443.", question["id"])
+
+
+def asking_during(replies: list, starts_wait, env: dict[str, str], tmp_path: Path, last):
+    """A stand-in's script: `replies` in order (then `last`); once the reply for which
+    `starts_wait(reply)` is true is given (the model's call of `wait`), the question is
+    asked two seconds later, from a thread, while the call waits. `.reports` holds the
+    send report."""
+    items = iter(replies)
+
+    def model(request):
+        reply = next(items, last)
+        if starts_wait(reply):
+            threading.Timer(2.0, lambda: model.reports.append(ask(env, tmp_path))).start()
+        return reply
+
+    model.reports = []
+    return model

@@ -23,6 +23,7 @@ from tests.agent_cli_kit import (
     QUESTION,
     answered_and_woke_the_asker,
     ask,
+    asking_during,
     git,
     new_repo,
     seats,
@@ -209,6 +210,23 @@ def test_the_opencode_sessions_answer_with_re_wakes_the_asking_session(
     [tool] = run.tool_parts()
     assert tool["state"]["status"] == "completed", tool
     answered_and_woke_the_asker(env, tmp_path, question)
+
+
+def test_the_wait_tool_returns_the_question_asked_while_it_waits(
+    home: OpenCodeHome, project: Path, env: dict[str, str], stand_in: StandIn, tmp_path: Path
+):
+    wait = mcp("wait", {"room": "team", "timeout": 60})
+    model = asking_during([wait, Text("got it")], lambda reply: reply is wait, env, tmp_path,
+                          Text("done."))  # fmt: skip
+    stand_in.use(model)
+
+    run = home.prompt("wait for a question", cwd=project, env=home.env(env))
+
+    assert run.returncode == 0, run.stderr
+    [(seat, _client)] = seats(env)
+    assert model.reports[0]["wakes"] == [seat]
+    assert QUESTION in stand_in.model_requests[-1].last_output()  # the wait's result
+    told_once(stand_in)
 
 
 def test_a_write_to_a_file_another_session_claims_is_held_back(
