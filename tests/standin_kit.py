@@ -91,9 +91,15 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_events(self, events: Iterable[Any], *, done: str | None = None) -> None:
-        """Server-sent events, one `data:` line each (`done`: a last literal event)."""
-        lines = [f"data: {json.dumps(event)}\n\n" for event in events]
+    def send_events(
+        self, events: Iterable[Any], *, done: str | None = None, named: bool = False
+    ) -> None:
+        """Server-sent events, one `data:` line each (`named`: after an `event:` line with
+        the event's `type`; `done`: a last literal event)."""
+        lines = [
+            (f"event: {event['type']}\n" if named else "") + f"data: {json.dumps(event)}\n\n"
+            for event in events
+        ]
         if done is not None:
             lines.append(f"data: {done}\n\n")
         data = "".join(lines).encode()

@@ -223,7 +223,10 @@ def apply(plan: Planned, *, cwd: Path) -> None:
             plan.path.unlink()
         else:
             plan.path.parent.mkdir(parents=True, exist_ok=True)
-            mode = new_file_mode() if plan.old is None else stat.S_IMODE(plan.path.lstat().st_mode)
+            if plan.old is not None:
+                mode = stat.S_IMODE(plan.path.lstat().st_mode)
+            else:  # a new file of the user's own configuration is the user's alone
+                mode = 0o600 if plan.private else new_file_mode()
             write_atomically(plan.path, plan.new, mode)
     except OSError as exc:
         raise CommandError(f"cannot write {plan.label}: {exc}") from None

@@ -50,7 +50,9 @@ def is_our_plugin(entry: object) -> bool:
     )
 
 
-def _checked(data: dict) -> tuple[dict, list]:
+def _checked(data: object) -> tuple[dict, list]:
+    if not isinstance(data, dict):
+        raise ShapeError(f"{CONFIG} is not a JSON object")
     servers = data.get("mcp", {})
     if not isinstance(servers, dict):
         raise ShapeError(f'{CONFIG}: "mcp" is not an object')
@@ -77,8 +79,14 @@ def merge_config(data: dict, server: dict, plugin_url: str) -> Merge:
     return Merge(data=new, changed=True, removed=[])
 
 
+def bare(data: dict) -> dict:
+    """`data` without an empty `mcp` or `plugin`: the same configuration to OpenCode."""
+    return {key: value for key, value in data.items() if key not in ("mcp", "plugin") or value}
+
+
 def without_ours(data: dict) -> Merge:
-    """The project's configuration without our server and plugin."""
+    """The project's configuration without our server and plugin (and `mcp` or `plugin`
+    when nothing else is left in it)."""
     servers, plugins = _checked(data)
     new = copy.deepcopy(data)
     removed = []

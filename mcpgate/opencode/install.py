@@ -23,6 +23,7 @@ bytes back and removes what install created: `git status` is as it was before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 
@@ -152,7 +153,15 @@ def uninstall_plans(here: Path) -> list[Planned]:
         merged = opencodeconfig.without_ours(data)
     except claudeconfig.ShapeError as exc:
         raise CommandError(f"{exc}; it was left untouched and nothing was changed") from None
-    plans = [uninstall.undone(json_plan(here / CONFIG, CONFIG, old, merged), here)]
+    plan = json_plan(here / CONFIG, CONFIG, old, merged)
+    # A file that had `mcp` or `plugin` empty before install gets its own bytes back too.
+    backup = files.backup_path(here / CONFIG, here)
+    if plan.changed and backup.is_file():
+        with contextlib.suppress(CommandError):
+            _, earlier = files.read_json(backup, CONFIG)
+            if opencodeconfig.bare(earlier) == opencodeconfig.bare(merged.data):
+                plan.new = backup.read_bytes()
+    plans = [uninstall.undone(plan, here)]
     plugin = plugin_plan(here, None)
     if plugin.old is not None:
         plans.append(plugin)

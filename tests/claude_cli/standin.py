@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
+
+from tests.standin_kit import JsonHandler, ScriptedServer
 
 
 @dataclass(frozen=True)
@@ -126,60 +126,31 @@ def _text_of(content: Any) -> str:
     return "\n".join(b.get("text", "") for b in _blocks(content) if b.get("type") == "text")
 
 
-@dataclass
-class StandIn:
-    """The server. Use as a context manager; `url` is what ANTHROPIC_BASE_URL takes."""
+class StandIn(ScriptedServer):
+    """The server. Use as a context manager; `url` is what ANTHROPIC_BASE_URL takes.
+    `answer_all`: a toolless conversation (a `claude -p --tools ''`) is the script's too."""
 
-    script: list[Reply] | Decide = field(default_factory=list)
-    model: str = "claude-standin"
-    requests: list[Request] = field(default_factory=list)
-    # A toolless conversation (a `claude -p --tools ''`) is the script's too.
-    answer_all: bool = False
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._turns = iter(self.script) if isinstance(self.script, list) else None
+    def __init__(
+        self, script: list[Reply] | Decide = (), model: str = "claude-standin",
+        answer_all: bool = False,
+    ):  # fmt: skip
+        super().__init__(list(script) if isinstance(script, tuple) else script, _Handler)
+        self.model = model
+        self.answer_all = answer_all
         self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> StandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     @property
     def main_requests(self) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.is_main_loop]
+        return self.recorded(lambda r: r.is_main_loop)
 
     def seen(self, text: str) -> bool:
         """Whether any main-loop request showed `text` to the model."""
         return any(text in r.shown_text() for r in self.main_requests)
 
-    # ------------------------------------------------------------ answering
-
-    def record(self, request: Request) -> None:
-        with self._lock:
-            self.requests.append(request)
-
     def reply_for(self, request: Request) -> list[Block]:
         if not request.is_main_loop and not (self.answer_all and request.messages):
             return [Text("ok")]
-        if self._turns is None:
-            reply = self.script(request)  # type: ignore[operator]
-        else:
-            with self._lock:
-                reply = next(self._turns, Text("done."))
+        reply = self.next_reply(request, Text("done."))
         return reply if isinstance(reply, list) else [reply]
 
     def next_id(self, prefix: str) -> str:
@@ -242,55 +213,21 @@ def sse_events(message: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
     yield "message_stop", {"type": "message_stop"}
 
 
-def _handler_for(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-            pass
-
-        def do_POST(self) -> None:
-            path = self.path.split("?", 1)[0]
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = {"_unparsed": raw.decode(errors="replace")}
-            request = Request(path, body)
-            stand_in.record(request)
-            if path == "/v1/messages/count_tokens":
-                self.send_json({"input_tokens": 100})
-            elif path == "/v1/messages":
-                message = message_json(stand_in, stand_in.reply_for(request))
-                if body.get("stream"):
-                    self.send_stream(message)
-                else:
-                    self.send_json(message)
+class _Handler(JsonHandler):
+    def do_POST(self) -> None:
+        request = Request(self.path.split("?", 1)[0], self.read_json())
+        stand_in = self.stand_in
+        stand_in.record(request)
+        if request.path == "/v1/messages/count_tokens":
+            self.send_json({"input_tokens": 100})
+        elif request.path == "/v1/messages":
+            message = message_json(stand_in, stand_in.reply_for(request))
+            if request.body.get("stream"):
+                self.send_events([event for _, event in sse_events(message)], named=True)
             else:
-                self.send_json({"type": "error", "error": {"type": "not_found_error"}}, 404)
-
-        def do_GET(self) -> None:
+                self.send_json(message)
+        else:
             self.send_json({"type": "error", "error": {"type": "not_found_error"}}, 404)
 
-        def send_json(self, payload: dict[str, Any], status: int = 200) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def send_stream(self, message: dict[str, Any]) -> None:
-            data = b"".join(
-                f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
-                for name, payload in sse_events(message)
-            )
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+    def do_GET(self) -> None:
+        self.send_json({"type": "error", "error": {"type": "not_found_error"}}, 404)

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
+
+from tests.standin_kit import JsonHandler, ScriptedServer
 
 
 @dataclass(frozen=True)
@@ -133,45 +133,17 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-@dataclass
-class StandIn:
+class StandIn(ScriptedServer):
     """The server. Use as a context manager; `url` + "/v1" is the provider's base_url."""
 
-    script: list[Reply] | Decide = field(default_factory=list)
-    model: str = "gpt-standin"
-    requests: list[Request] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._turns = iter(self.script) if isinstance(self.script, list) else None
+    def __init__(self, script: list[Reply] | Decide = (), model: str = "gpt-standin"):
+        super().__init__(list(script) if isinstance(script, tuple) else script, _Handler)
+        self.model = model
         self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> StandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def use(self, script: list[Reply] | Decide) -> None:
-        """Answer from now on from `script` (a test's function that needs its fixtures)."""
-        with self._lock:
-            self.script = script
-            self._turns = iter(script) if isinstance(script, list) else None
 
     @property
     def model_requests(self) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.path == "/v1/responses"]
+        return self.recorded(lambda r: r.path == "/v1/responses")
 
     def seen(self, text: str) -> bool:
         return any(text in r.shown_text() for r in self.model_requests)
@@ -182,18 +154,8 @@ class StandIn:
         requests that do not continue the same history (a new session's)."""
         return max((r.count(text) for r in self.model_requests), default=0)
 
-    # ------------------------------------------------------------ answering
-
-    def record(self, request: Request) -> None:
-        with self._lock:
-            self.requests.append(request)
-
     def reply_for(self, request: Request) -> list[Item]:
-        if self._turns is None:
-            reply = self.script(request)  # type: ignore[operator]
-        else:
-            with self._lock:
-                reply = next(self._turns, Text("done."))
+        reply = self.next_reply(request, Text("done."))
         return reply if isinstance(reply, list) else [reply]
 
     def next_id(self, prefix: str) -> str:
@@ -268,55 +230,21 @@ def sse_events(response_id: str, model: str, output: list[dict]) -> Iterable[dic
     yield {"type": "response.completed", "response": done}
 
 
-def _handler_for(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
+    def do_POST(self) -> None:
+        request = Request(self.path.split("?", 1)[0], self.read_json())
+        stand_in = self.stand_in
+        stand_in.record(request)
+        if request.path != "/v1/responses":
+            self.send_json({"error": {"message": f"no {request.path} here"}}, 404)
+            return
+        output = output_items(stand_in, stand_in.reply_for(request))
+        events = sse_events(stand_in.next_id("resp"), stand_in.model, output)
+        if request.body.get("stream", True):
+            self.send_events(events, named=True)
+        else:
+            self.send_json(list(events)[-1]["response"])
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-            pass
-
-        def do_POST(self) -> None:
-            path = self.path.split("?", 1)[0]
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = {"_unparsed": raw.decode(errors="replace")}
-            request = Request(path, body if isinstance(body, dict) else {})
-            stand_in.record(request)
-            if path != "/v1/responses":
-                self.send_json({"error": {"message": f"no {path} here"}}, 404)
-                return
-            output = output_items(stand_in, stand_in.reply_for(request))
-            events = sse_events(stand_in.next_id("resp"), stand_in.model, output)
-            if body.get("stream", True):
-                self.send_stream(events)
-            else:
-                self.send_json(list(events)[-1]["response"])
-
-        def do_GET(self) -> None:
-            stand_in.record(Request(self.path.split("?", 1)[0], {}))
-            self.send_json({"error": {"message": "not found"}}, 404)
-
-        def send_json(self, payload: Any, status: int = 200) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def send_stream(self, events: Iterable[dict[str, Any]]) -> None:
-            data = b"".join(
-                f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-                for event in events
-            )
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+    def do_GET(self) -> None:
+        self.stand_in.record(Request(self.path.split("?", 1)[0], {}))
+        self.send_json({"error": {"message": "not found"}}, 404)
