@@ -48,6 +48,8 @@ SERVED = {
     "status:cache": "cache status: up, 97% hits",
     "port:staging": "port for staging: 8443",
 }
+# The mixed fleet's clients, by project (a project not named is Claude Code's).
+MIXED_CLIENTS = {"api-service": "codex", "billing": "gemini"}
 DENIED_KEY, GATED_KEYS = "secrets:prod", ("deploy:staging", "restart:cache")
 
 PHRASES = (
@@ -285,6 +287,71 @@ def quick_day(seed: int = SEED) -> dict:
     return day.document(quick=True)
 
 
+def mixed_quick_day(seed: int = SEED) -> dict:
+    """The short day with a mixed fleet: web-app's session is Claude Code, api-service's
+    Codex, billing's Gemini (`clients`); three sessions, twelve entries, among them
+    errands and seat-addressed entries to each of the three."""
+    day = Day(seed)
+    fleet = ("web.ui", "api.db", "billing.main")
+    for persona in fleet:
+        day.start(persona)
+    for persona in fleet:
+        day.focus(persona)
+    asked, target = day.errand_for("web.ui", "api-service")
+    day.answer(target, asked, "web.ui")
+    asked, target = day.errand_for("api.db", "billing", "REQUEST")
+    day.answer(target, asked, "api.db")
+    day.send("api.db", "FACT", "Deployed the orders service to staging", owed=[])
+    day.send("ci", "FACT", "Nightly build report", owed=[], long=True)
+    day.ask(
+        "billing.main",
+        "api-service",
+        "status:db",
+        "Lookup for the invoice run",
+        owed=[],
+        derived={"marker": SERVED["status:db"], "owed": []},
+    )
+    day.send(
+        "billing.main",
+        "REQUEST",
+        "Please review the checkout page copy",
+        to_seat="web.ui",
+        owed=["web.ui"],
+    )
+    day.send(
+        "web.ui",
+        "QUESTION",
+        "Question for whoever owns the orders migration: is it reversible",
+        owed=["api.db"],
+    )
+    day.send(
+        "web.ui",
+        "FACT",
+        "Heads-up on the invoice export: the checkout sends a new currency field",
+        to_seat="billing.main",
+        owed=["billing.main"],
+    )
+    day.send(
+        "billing.main",
+        "REQUEST",
+        "Please keep the invoice id column in the orders migration",
+        to_seat="api.db",
+        owed=["api.db"],
+    )
+    day.send("web.ui", "FACT", "Checkout page shipped", owed=[])
+    document = day.document(quick=True)
+    document["clients"] = dict(MIXED_CLIENTS)
+    return document
+
+
+def mixed_full_day(seed: int = SEED) -> dict:
+    """The full day with a mixed fleet: api-service's sessions are Codex, billing's
+    Gemini, web-app's and docs-site's Claude Code (`clients`)."""
+    document = full_day(seed)
+    document["clients"] = dict(MIXED_CLIENTS)
+    return document
+
+
 def full_day(seed: int = SEED) -> dict:
     """Four projects, seven sessions, the whole vocabulary."""
     day = Day(seed)
@@ -469,6 +536,11 @@ def entries(document: dict) -> list[dict]:
                 {"tag": tag, "marker": derived["marker"], "owed": derived["owed"], "step": step}
             )
     return out
+
+
+def client_of(document: dict, agent: str) -> str:
+    """The client a project's sessions run in: `clients`, else Claude Code."""
+    return (document.get("clients") or {}).get(agent, "claude")
 
 
 def problems(document: dict) -> list[str]:

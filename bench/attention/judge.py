@@ -7,6 +7,11 @@ It reads the one JSON document the bus gives a judge on stdin and answers `yes` 
   entry as owed to the seat's persona;
 * gate ("should this request wake a person?"): yes when the day owes it to anyone.
 
+`--seats PATH` names seats the day cannot (a Codex or Gemini session's, named after the
+id its CLI gave it): a JSON object, seat name → persona, read at each call; `agent#?`
+names the persona whose session of that agent is starting, its seat not known yet (its
+first turn's hooks are judged before the CLI has told the replay its id).
+
 `--wrong F` flips the answer for a fraction F of the (entry, seat, question) triples,
 chosen by a hash, so the same triples are wrong on every run; `--fail F` gives no clear
 answer ("maybe") for such a fraction instead, as a judge that times out or rambles.
@@ -40,8 +45,9 @@ def labels(day: dict) -> tuple[dict[str, list[str]], list[tuple[str, list[str]]]
     return owed, derived, seats
 
 
-def verdict(document: dict, day: dict) -> bool:
+def verdict(document: dict, day: dict, aliases: dict | None = None) -> bool:
     owed, derived, seats = labels(day)
+    seats.update(aliases or {})
     half = document.get("half", "")
     content = (document.get("entry") or document.get("request") or {}).get("content", "")
     found = TAG.search(content)
@@ -53,7 +59,9 @@ def verdict(document: dict, day: dict) -> bool:
             return half != "net"
     if half == "gate":
         return bool(owed_to)
-    persona = seats.get(document.get("seat", {}).get("name", ""), "")
+    name = document.get("seat", {}).get("name", "")
+    # A seat not named yet: the session its agent is starting ("agent#?" in --seats).
+    persona = seats.get(name) or (aliases or {}).get(f"{name.partition('#')[0]}#?", "")
     return persona in owed_to
 
 
@@ -81,8 +89,15 @@ def main(argv: list[str]) -> int:
     fail = float(argv[argv.index("--fail") + 1]) if "--fail" in argv else 0.0
     with open(argv[0]) as handle:
         day = json.load(handle)
+    aliases = {}
+    if "--seats" in argv:  # seat name → persona, for seats named by their CLI (mixed)
+        try:
+            with open(argv[argv.index("--seats") + 1]) as handle:
+                aliases = json.load(handle)
+        except (OSError, ValueError):
+            aliases = {}
     document = json.load(sys.stdin)
-    answer = verdict(document, day)
+    answer = verdict(document, day, aliases)
     if wrong(document, fail):
         print("maybe")
         return 0

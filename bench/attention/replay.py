@@ -25,6 +25,15 @@ Configurations:
 * `full-wrong`: the same with a judge wrong for 10 % of its answers (a confident "no"
   for an entry that was owed holds it back: the letterbox fails open only on a failure);
 * `full-failing`: the same with a judge that gives no clear answer 10 % of the time.
+* `mixed`: `full` with a mixed fleet (the day's `clients`): api-service's sessions are
+  the real Codex CLI, billing's the real Gemini CLI, the others Claude Code
+  (bench/attention/headless.py). Codex and Gemini are headless and turn-based: nothing
+  starts a turn in an idle session; a claim is told at its next turn. The rule the replay
+  plays them by: a headless session gets a turn (its session resumed with a prompt) at
+  each step where the day's person types to it — its first prompt when it starts or
+  resumes; an edit prompt too, but the day gives them none (`edit` is Claude Code's only)
+  — and one last "carry on" turn when the day ends it, or at the close of the day if it
+  is still on, so that what is owed to it has a next turn to be told at.
 
 The relay leg: when the day says so (`relay`), its projects live on a second store, as
 on another machine, with a HOME of their own; a relay and a `salon relay bridge` on each
@@ -50,12 +59,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.attention import score
+from bench.attention.day import client_of
+from bench.attention.headless import HEADLESS, Headless, binaries
 from tests.claude_cli.harness import ClaudeHome, Tmux
 from tests.claude_cli.standin import Request, StandIn, Text, ToolUse
 from tests.support import Daemon, migrate, query_store, run_salon, salon_cmd, salon_env
 
-CONFIGS = ("push", "rule", "full", "full-wrong", "full-failing")
-JUDGE_FLAGS = {"full": "", "full-wrong": " --wrong 0.1", "full-failing": " --fail 0.1"}
+CONFIGS = ("push", "rule", "full", "full-wrong", "full-failing", "mixed")
+JUDGE_FLAGS = {
+    "full": "",
+    "full-wrong": " --wrong 0.1",
+    "full-failing": " --fail 0.1",
+    "mixed": "",
+}
 # Every terminal a replay opened, so that an interrupted run closes them all (stop_all).
 TERMINALS: list[Tmux] = []
 STOPPING = threading.Event()
@@ -63,6 +79,12 @@ RELAY_SECRET = "attention-relay-secret-0123456789abcdef"
 JUDGE = Path(__file__).resolve().parent / "judge.py"
 SETTLE = float(os.environ.get("ATTENTION_SETTLE", "2.0"))
 FIRST_PROMPT = f"{score.PROMPT_MARK} A new session: carry on with the work."
+CARRY_ON = f"{score.PROMPT_MARK} Carry on."
+
+
+def judged(config: str) -> bool:
+    """The configurations with the letterbox, the safety net's judge and the policy."""
+    return config.startswith("full") or config == "mixed"
 
 
 def remote_name(seat: str, device: str) -> str:
@@ -116,9 +138,10 @@ class Session:
     agent: str
     session: str
     project: Path
-    model: Model
+    model: Model | None
     stand_in: StandIn
     terminal: Tmux | None = None
+    headless: Headless | None = None  # a Codex or Gemini session (bench/attention/headless)
 
 
 # ------------------------------------------------------------------- the run
@@ -138,10 +161,19 @@ class Replay:
     served: dict[str, str] = field(default_factory=dict)  # ask tag → outcome
     members: list[str] = field(default_factory=list)  # agents that have been in the room
     launching: list[Session] = field(default_factory=list)
+    seat_names: dict[str, str] = field(default_factory=dict)  # headless persona → its seat
 
     def __post_init__(self) -> None:
         if self.config not in CONFIGS:
             raise ValueError(f"unknown configuration {self.config!r}; one of {CONFIGS}")
+        self.seats_path = self.workdir / "seats.json"
+        self.clis = binaries()
+        for agent in self.day["projects"]:
+            client = client_of(self.day, agent)
+            if client in HEADLESS and self.clis[client] is None:
+                raise RuntimeError(
+                    f"{client} CLI not found: run tests/{client}_cli/install_{client}.sh"
+                )
         relay = self.day.get("relay") or {}
         self.devices = relay.get("devices", {"a": "main-box"})
         self.store_of = {
@@ -156,7 +188,14 @@ class Replay:
         }
         self.projects = {agent: self.make_project(agent) for agent in self.day["projects"]}
         for name in self.devices:
-            first = next(self.projects[a] for a in self.day["projects"] if self.store_of[a] == name)
+            # The plugin is Claude Code's: installed from a project of its own.
+            first = next(
+                self.projects[a]
+                for a in sorted(
+                    self.day["projects"], key=lambda a: client_of(self.day, a) != "claude"
+                )
+                if self.store_of[a] == name
+            )
             environment = self.homes[name].env(self.envs[name])
             environment["PATH"] = f"{self.claude.parent}:{environment.get('PATH', '')}"
             done = run_salon(
@@ -182,8 +221,11 @@ class Replay:
         env = salon_env(directory, TMPDIR=str(scratch))
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)
-        if self.config.startswith("full"):
+        if judged(self.config):
             flags = JUDGE_FLAGS[self.config]
+            # A headless seat is named after its CLI's session id: the judge reads which
+            # persona it is from the seats file the replay keeps (seats.json).
+            flags += f" --seats {self.seats_path}" if self.day.get("clients") else ""
             env["AGENT_SALON_TRIAGE_CMD"] = f"{sys.executable} {JUDGE} {self.day_path}{flags}"
         else:
             env["AGENT_SALON_TRIAGE"] = "off"
@@ -288,10 +330,14 @@ class Replay:
         root = self.workdir / f"projects-{self.store_of[agent]}" / agent
         root.mkdir(parents=True)
         self.homes[self.store_of[agent]].trust(root, servers=())
-        if agent == "web-app":
-            cart = root / self.day["claimed_file"]
-            cart.parent.mkdir(parents=True)
-            cart.write_text("TOTAL = 1\n")
+        headless = client_of(self.day, agent) in HEADLESS
+        if agent == "web-app" or headless:  # Codex and Gemini want a repository too
+            if agent == "web-app":
+                cart = root / self.day["claimed_file"]
+                cart.parent.mkdir(parents=True)
+                cart.write_text("TOTAL = 1\n")
+            else:
+                (root / "README.md").write_text(f"{agent}\n")
             git = [
                 "git",
                 "-c",
@@ -303,8 +349,8 @@ class Replay:
             ]
             subprocess.run(["git", "init", "-q", str(root)], check=True)
             subprocess.run([*git, "add", "."], check=True)
-            subprocess.run([*git, "commit", "-qm", "cart"], check=True)
-        if agent == "api-service" and self.config.startswith("full"):
+            subprocess.run([*git, "commit", "-qm", "start"], check=True)
+        if agent == "api-service" and judged(self.config):
             self.write_policy(root)
         return root
 
@@ -377,7 +423,9 @@ class Replay:
             {
                 **self.envs[self.store_of[session.agent]],
                 "AGENT_SALON_NAME": session.agent,
-                "CLAUDE_CODE_SESSION_ID": session.session,
+                "CLAUDE_CODE_SESSION_ID": (
+                    session.headless.session_id if session.headless else session.session
+                ),
             },
             session.project,
         )
@@ -398,6 +446,24 @@ class Replay:
         """Start the session's Claude Code (it comes up while others start too)."""
         persona, agent = step["persona"], step["agent"]
         project = self.projects[agent]
+        client = client_of(self.day, agent)
+        if client in HEADLESS:
+            store = self.store_of[agent]
+            headless = Headless(
+                client,
+                persona,
+                agent,
+                project,
+                self.workdir / f"home-{persona}-{step['session'][:8]}",
+                self.envs[store],
+                self.day["room"],
+                self.clis[client],
+            )
+            session = Session(
+                persona, agent, step["session"], project, None, headless.stand_in, None, headless
+            )
+            self.sessions.append(session)
+            return session
         model = Model(project)
         stand_in = StandIn(model).__enter__()
         session = Session(persona, agent, step["session"], project, model, stand_in)
@@ -415,6 +481,8 @@ class Replay:
 
     def ready(self, session: Session) -> None:
         """Once the seat is on the bus and its monitor runs: the person's first prompt."""
+        if session.headless is not None:
+            return self.first_turn(session)
         seat = f"{session.agent}#{session.session[:8]}"
         self.wait_for(
             lambda: bool(
@@ -434,8 +502,48 @@ class Replay:
         session.terminal.type_line(FIRST_PROMPT)
         self.wait_for(lambda: len(session.stand_in.main_requests) > before, f"{seat}'s first turn")
 
+    def first_turn(self, session: Session) -> None:
+        """A headless session's first prompt: one run of its CLI, which names its seat
+        (while it runs, the judge takes an unknown seat of its agent for its persona)."""
+        self.name_seat(f"{session.agent}#?", session.persona)
+        session.headless.turn(FIRST_PROMPT)
+        rows = query_store(
+            self.envs[self.store_of[session.agent]],
+            "SELECT name FROM bus_seat WHERE session_id = ?",
+            (session.headless.session_id,),
+        )
+        if not rows:
+            raise RuntimeError(f"{session.persona}: no seat for {session.headless.session_id}")
+        self.seat_names[session.persona] = rows[0][0]
+        self.name_seat(rows[0][0], session.persona)
+        self.name_seat(f"{session.agent}#?", None)
+        self.note(f"{session.persona}: {session.headless.client} seat {rows[0][0]}")
+        self.live[session.persona] = session
+        if session.agent not in self.members:
+            self.members.append(session.agent)
+
+    def name_seat(self, name: str, persona: str | None) -> None:
+        """Tell the judge (seats.json) which persona a seat is; None: forget the name."""
+        known = json.loads(self.seats_path.read_text()) if self.seats_path.exists() else {}
+        if persona is None:
+            known.pop(name, None)
+        else:
+            known[name] = persona
+        partial = self.seats_path.with_suffix(".partial")
+        partial.write_text(json.dumps(known))
+        partial.replace(self.seats_path)  # the judge never reads half a file
+
+    def carry_on(self, session: Session) -> None:
+        """A headless session's last turn: the person comes back once and says carry on,
+        so that what is owed to it is told at that turn."""
+        self.settle()
+        session.headless.turn(CARRY_ON)
+        self.note(f"{session.persona}: carry-on turn")
+
     def end(self, step: dict) -> None:
         session = self.live.pop(step["persona"])
+        if session.headless is not None:
+            return self.carry_on(session)
         self.settle()
         session.terminal.type_line("/exit")
         with contextlib.suppress(RuntimeError):
@@ -456,7 +564,8 @@ class Replay:
             args += ["--re", answered]
         report = json.loads(self.salon(step["from"], *args).stdout)
         self.ids[step["tag"]] = report["id"]
-        self.note(f"{step['tag']} wakes {report.get('wakes')}")
+        later = report.get("toldAtNextTurn")
+        self.note(f"{step['tag']} wakes {report.get('wakes')}, told at next turn {later}")
 
     def agent_of(self, persona: str) -> str:
         return self.day["personas"][persona]["agent"] if persona != "ci" else "ci"
@@ -466,6 +575,8 @@ class Replay:
         reads agent@device#session)."""
         if "seat" not in target:
             return target["agent"]
+        if target["persona"] in self.seat_names:  # a headless seat: its CLI named it
+            return self.seat_names[target["persona"]]
         agent = self.agent_of(target["persona"])
         if self.store_of[agent] == store:
             return target["seat"]
@@ -485,6 +596,8 @@ class Replay:
 
     def edit(self, step: dict) -> None:
         session = self.live[step["persona"]]
+        if session.model is None:
+            raise RuntimeError(f"{step['persona']}: the replay edits in Claude Code sessions only")
         session.model.editing = step["path"]
         session.terminal.type_line(edit_prompt(step["path"]))
         self.wait_for(lambda: session.model.editing is None, f"{step['persona']}'s edit", 120)
@@ -504,6 +617,8 @@ class Replay:
                 if self.take(step, following):
                     self.note(f"{step['op']} {step.get('tag') or step.get('persona')}")
                     self.settle()
+            for session in [s for s in self.live.values() if s.headless is not None]:
+                self.carry_on(session)  # the close of the day: a last turn each
         finally:
             self.tear_down(bridging)
         return self.result(time.monotonic() - began)
@@ -545,7 +660,10 @@ class Replay:
         for session in self.sessions:
             if session.terminal is not None:
                 close(session.terminal)
-            session.stand_in.__exit__(None, None, None)
+            if session.headless is not None:
+                session.headless.close()
+            else:
+                session.stand_in.__exit__(None, None, None)
         if bridging.is_alive():
             bridging.join(300)
         self.unbridge()
@@ -556,17 +674,24 @@ class Replay:
         return outcomes(self.day, {a: self.envs[self.store_of[a]] for a in self.store_of})
 
     def result(self, seconds: float) -> dict:
-        markers = [e["marker"] for e in score_entries(self.day)]
-        attributed, side = [], 0
+        attributed, side, most = [], 0, {}
         for session in self.sessions:
-            bodies = [r.body for r in session.stand_in.main_requests]
-            side += len(session.stand_in.requests) - len(bodies)
+            if session.headless is not None:
+                bodies = session.headless.bodies()
+                side += len(session.headless.requests) - len(bodies)
+            else:
+                bodies = [r.body for r in session.stand_in.main_requests]
+                side += len(session.stand_in.requests) - len(bodies)
             # Kept for a look at what each model was shown (the work directory is
             # removed unless --keep).
             dump = self.workdir / f"requests-{session.persona}-{session.session[:8]}.json"
             dump.write_text(json.dumps(bodies))
-            attributed += score.attribute(session.persona, session.session, bodies, markers)
-        scored = score.score(self.day, attributed, side, self.outcomes())
+            found, shown = attribute_any(self.day, session.persona, session.session, bodies)
+            attributed += found
+            for marker, n in shown.items():
+                key = (marker, session.persona)
+                most[key] = max(most.get(key, 0), n)
+        scored = score.score(self.day, attributed, side, self.outcomes(), most)
         return {
             "config": self.config,
             "seconds": round(seconds, 1),
@@ -597,12 +722,14 @@ def outcomes(day: dict, env_of: dict[str, dict[str, str]]) -> dict[str, str]:
 def rescore(day: dict, directory: Path, config: str) -> dict:
     """Score a finished replay again from what it kept (--keep): each session's recorded
     requests and the stores."""
-    markers = [e["marker"] for e in score_entries(day)]
     sessions = {s[:8]: (p, s) for p, info in day["personas"].items() for s in info["sessions"]}
-    attributed = []
+    attributed, most = [], {}
     for dump in sorted(directory.glob("requests-*.json")):
         persona, session = sessions[dump.stem.rsplit("-", 1)[1]]
-        attributed += score.attribute(persona, session, json.loads(dump.read_text()), markers)
+        found, shown = attribute_any(day, persona, session, json.loads(dump.read_text()))
+        attributed += found
+        for marker, n in shown.items():
+            most[(marker, persona)] = max(most.get((marker, persona), 0), n)
     relay = day.get("relay") or {}
     env_of = {}
     for agent in day["projects"]:
@@ -612,10 +739,22 @@ def rescore(day: dict, directory: Path, config: str) -> dict:
     return {
         "config": config,
         "seconds": None,
-        "score": score.score(day, attributed, 0, found),
+        "score": score.score(day, attributed, 0, found, most),
         "attributed": attributed,
         "log": [],
     }
+
+
+def attribute_any(
+    day: dict, persona: str, session: str, bodies: list[dict]
+) -> tuple[list[score.Attributed], dict[str, int]]:
+    """A session's requests attributed as its client's requests read (score.attribute for
+    Claude Code, score.attribute_headless for Codex and Gemini)."""
+    markers = [e["marker"] for e in score_entries(day)]
+    client = client_of(day, day["personas"][persona]["agent"])
+    if client in HEADLESS:
+        return score.attribute_headless(client, persona, session, bodies, markers)
+    return score.attribute(persona, session, bodies, markers), {}
 
 
 def score_entries(day: dict) -> list[dict]:

@@ -10,6 +10,12 @@ in it — the messages after the model's last turn — says why it was made:
 * `prompt`: a person typed (the day's work: not spent on attention);
 * `continuation`: a tool result inside a turn (its turn's cause is the request before).
 
+A headless session (Codex's `codex exec`, Gemini's `gemini -p`) is started by nothing
+while idle: its requests are read by `attribute_headless`, where a person's prompt that
+carries tellings in its context (the hooks' claims told at the next turn) is `next`, a
+prompt that carries none is `prompt`, and a request that no prompt started (the Stop /
+AfterAgent hook holding the end of a turn with a claim) is `stop`.
+
 The entries a telling names are found by their markers (`[d07]`, or a derived entry's
 text). A turn is spent on attention when its cause is a telling; it is wasted when
 nothing it told was owed to its session.
@@ -21,9 +27,9 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from bench.attention.day import entries
+from bench.attention.day import client_of, entries
 
-TELLINGS = ("monitor", "stop", "wait", "start")
+TELLINGS = ("monitor", "stop", "wait", "start", "next")
 PROMPT_MARK = "[prompt]"
 CLAIM_LISTED = ("is a claim on you", "are claims on you")
 HELD_BACK = "is claimed by another session of this repository"
@@ -107,6 +113,87 @@ def attribute(
     return out
 
 
+MODEL_ITEMS = ("function_call", "custom_tool_call", "tool_search_call", "reasoning")
+
+
+def headless_shown(client: str, body: dict) -> tuple[list[str], list[str]]:
+    """(the texts of every item the model did not write itself, those of them that came
+    after its last turn) for one Codex (Responses API) or Gemini request body."""
+    shown, new = [], []
+    if client == "codex":
+        for item in body.get("input") or []:
+            kind = item.get("type", "message")
+            if kind in MODEL_ITEMS or (kind == "message" and item.get("role") == "assistant"):
+                new = []
+                continue
+            if kind == "message" or kind.endswith("_output"):
+                text = _any_text(item.get("content") if kind == "message" else item.get("output"))
+                shown.append(text)
+                new.append(text)
+        return shown, new
+    for content in body.get("contents") or []:
+        if content.get("role") == "model":
+            new = []
+            continue
+        for part in content.get("parts") or []:
+            if "text" in part:
+                text = str(part["text"])
+            elif "functionResponse" in part:
+                text = json.dumps(part["functionResponse"].get("response"))
+            else:
+                continue
+            shown.append(text)
+            new.append(text)
+    return shown, new
+
+
+def _any_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return _any_text(content.get("content") or content.get("text") or "")
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return ""
+
+
+def _ends_in_a_tool_result(client: str, body: dict) -> bool:
+    if client == "codex":
+        items = body.get("input") or [{}]
+        return str(items[-1].get("type", "")).endswith("_output")
+    contents = body.get("contents") or [{}]
+    return any("functionResponse" in part for part in contents[-1].get("parts") or [])
+
+
+def attribute_headless(
+    client: str, persona: str, session: str, bodies: list[dict], markers: list[str]
+) -> tuple[list[Attributed], dict[str, int]]:
+    """Each model request of one headless session, with its cause and the markers it
+    told; and, per marker, the most items of one request that carry it (more than one is
+    a repeat even when only one request introduced it)."""
+    out: list[Attributed] = []
+    most: dict[str, int] = {}
+    cause = "other"
+    for index, body in enumerate(bodies):
+        shown, new = headless_shown(client, body)
+        text = "\n".join(new)
+        told = [m for m in markers if m in text]
+        if PROMPT_MARK in text:
+            kind = "next" if told else "prompt"
+        elif _ends_in_a_tool_result(client, body):
+            kind = "continuation"
+        else:
+            kind = "stop"
+        if kind != "continuation":
+            cause = kind
+        if kind not in TELLINGS:
+            told = []
+        for marker in markers:
+            most[marker] = max(most.get(marker, 0), sum(marker in t for t in shown))
+        out.append(Attributed(persona, session, index, kind, cause, told, False))
+    return out, most
+
+
 @dataclass
 class Score:
     requests: int = 0
@@ -122,6 +209,7 @@ class Score:
     lookups_without_turn: int = 0
     edits_stopped: int = 0
     by_cause: dict = field(default_factory=dict)
+    turns_by_client: dict = field(default_factory=dict)
     missed_pairs: list = field(default_factory=list)
     wasted_pairs: list = field(default_factory=list)
     repeated_pairs: list = field(default_factory=list)
@@ -132,8 +220,11 @@ def score(
     attributed: list[Attributed],
     side_requests: int = 0,
     served: dict[str, str] | None = None,
+    most: dict[tuple[str, str], int] | None = None,
 ) -> Score:
-    """`served`: tag of each `ask` step → its outcome as the asker saw it."""
+    """`served`: tag of each `ask` step → its outcome as the asker saw it. `most`:
+    (marker, persona) → the most items of one request of a headless session of the
+    persona that carry it (attribute_headless): above the times it was told, a repeat."""
     labelled = entries(day)
     owed_pairs = {(e["tag"], p) for e in labelled for p in e["owed"]}
     result = Score(requests=len(attributed), side_requests=side_requests, owed=len(owed_pairs))
@@ -143,8 +234,19 @@ def score(
     result.missed = len(result.missed_pairs)
     result.wasted_pairs = sorted(set(told) - owed_pairs)
     result.wasted_tellings = len(result.wasted_pairs)
-    result.repeated_pairs = sorted(pair for pair, n in told.items() if n > 1)
-    result.repeated = sum(n - 1 for n in told.values())
+    by_marker = {e["marker"]: e["tag"] for e in labelled}
+    shown_twice = Counter()
+    for (marker, persona), n in (most or {}).items():
+        pair = (by_marker[marker], persona)
+        if n > max(told.get(pair, 0), 1):
+            shown_twice[pair] = n - max(told.get(pair, 0), 1)
+    result.repeated_pairs = sorted({pair for pair, n in told.items() if n > 1} | set(shown_twice))
+    result.repeated = sum(n - 1 for n in told.values()) + sum(shown_twice.values())
+    clients = Counter()
+    for request in attributed:
+        if request.cause in TELLINGS:
+            clients[client_of(day, day["personas"][request.persona]["agent"])] += 1
+    result.turns_by_client = dict(sorted(clients.items()))
     _count_lookups(result, day, labelled, told, served or {})
     return result
 
