@@ -7,11 +7,52 @@ and the stand-in model say afterwards.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from pathlib import Path
 
-from tests.support import query_store, run_salon
+import pytest
+
+from tests.support import query_store, run_salon, stretched
+
+
+def installed_cli(bin_variable: str, dir_variable: str, default_dir: Path, name: str):
+    """(the CLI's path, whether it is there to run): the file `bin_variable` names, else
+    `node_modules/.bin/NAME` in the throw-away directory `dir_variable` names (else
+    `default_dir`) that the CLI's install script fills."""
+    named = os.environ.get(bin_variable)
+    directory = Path(os.environ.get(dir_variable) or default_dir)
+    path = Path(named) if named else directory / "node_modules" / ".bin" / name
+    return path, path.exists() and os.access(path, os.X_OK)
+
+
+def skip_without(path: Path, script: str, bin_variable: str) -> None:
+    pytest.skip(f"{path.name} not found at {path}; run {script} or set {bin_variable}")
+
+
+def run_cli(binary: Path, args, *, cwd: Path, env: dict[str, str], timeout: float = 120):
+    """One run of a real agent CLI: no input, its output captured, its deadline stretched
+    with the machine's load."""
+    return subprocess.run(
+        [str(binary), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=stretched(timeout),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def installed_project(tmp_path: Path, env: dict[str, str], client: str) -> Path:
+    """`web-app`, a git repository wired with `salon install --client CLIENT team`; the
+    store is named by a variable, so the commands name this machine's paths."""
+    directory = new_repo(tmp_path / "web-app")
+    done = run_salon("install", "--client", client, "team", env=env, cwd=directory)
+    assert done.returncode == 0, done.stderr
+    return directory
+
 
 QUESTION = "Which port does the staging API listen on?"
 API_SESSION = "c4e1b7d2-8a9f-4e3d-b2c1-a0f9e8d7c6b5"

@@ -21,7 +21,7 @@ from tests.agent_cli_kit import (
     ask,
     asking_during,
     git,
-    new_repo,
+    installed_project,
     seats,
     told_once,
 )
@@ -51,12 +51,7 @@ def home(tmp_path: Path, codex: Path, stand_in: StandIn) -> CodexHome:
 
 @pytest.fixture
 def project(tmp_path: Path, env: dict[str, str], home: CodexHome) -> Path:
-    """`web-app`, a git repository wired for Codex with `salon install --client codex
-    team`; the store is named by a variable, so the commands name this machine's paths."""
-    directory = new_repo(tmp_path / "web-app")
-    done = run_salon("install", "--client", "codex", "team", env=home.env(env), cwd=directory)
-    assert done.returncode == 0, done.stderr
-    return directory
+    return installed_project(tmp_path, home.env(env), "codex")
 
 
 def test_install_trusts_the_project_and_its_hooks_and_codex_lists_the_salon_server(

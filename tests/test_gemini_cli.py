@@ -22,7 +22,7 @@ from tests.agent_cli_kit import (
     ask,
     asking_during,
     git,
-    new_repo,
+    installed_project,
     seats,
     told_once,
 )
@@ -52,12 +52,7 @@ def home(tmp_path: Path, gemini: Path, stand_in: StandIn) -> GeminiHome:
 
 @pytest.fixture
 def project(tmp_path: Path, env: dict[str, str], home: GeminiHome) -> Path:
-    """`web-app`, a git repository wired for Gemini with `salon install --client gemini
-    team`; the store is named by a variable, so the commands name this machine's paths."""
-    directory = new_repo(tmp_path / "web-app")
-    done = run_salon("install", "--client", "gemini", "team", env=home.env(env), cwd=directory)
-    assert done.returncode == 0, done.stderr
-    return directory
+    return installed_project(tmp_path, home.env(env), "gemini")
 
 
 def test_install_trusts_the_folder_and_gemini_connects_to_the_salon_server(

@@ -25,7 +25,7 @@ from tests.agent_cli_kit import (
     ask,
     asking_during,
     git,
-    new_repo,
+    installed_project,
     seats,
     told_once,
 )
@@ -55,12 +55,7 @@ def home(tmp_path: Path, opencode: Path, stand_in: StandIn) -> OpenCodeHome:
 
 @pytest.fixture
 def project(tmp_path: Path, env: dict[str, str], home: OpenCodeHome) -> Path:
-    """`web-app`, a git repository wired for OpenCode with `salon install --client
-    opencode team`."""
-    directory = new_repo(tmp_path / "web-app")
-    done = run_salon("install", "--client", "opencode", "team", env=home.env(env), cwd=directory)
-    assert done.returncode == 0, done.stderr
-    return directory
+    return installed_project(tmp_path, home.env(env), "opencode")
 
 
 def test_install_wires_the_server_and_the_plugin_and_opencode_connects(

@@ -162,3 +162,22 @@ def refuse_unwritable(plans: list[Planned], here: Path) -> None:
                     f"cannot write {plan.label}: {folder} is not a folder salon can write "
                     "in; nothing was changed"
                 )
+
+
+def uninstall_client(client: str, name: str, here: Path, plans: list[Planned], folder: Path,
+                     *, dry_run: bool) -> str:  # fmt: skip
+    """`salon uninstall --client CLIENT`'s work once its plans are made: every folder
+    checked, the plans applied (not on a dry run), `folder` removed when left empty, and
+    the report. `name`: the client as the report names it."""
+    refuse_unwritable(plans, here)
+    if not dry_run:
+        for plan in plans:
+            files.apply(plan, cwd=here)
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+    changed = [plan for plan in plans if plan.changed]
+    dry = " (dry run: nothing changed)" if dry_run else ""
+    head = f"salon uninstall --client {client}{dry}: {here}"
+    if not changed:
+        return f"{head}\n  nothing of agent-salon's for {name} was found here"
+    return "\n".join([head, *file_lines(changed, here, dry_run)])

@@ -44,6 +44,7 @@ from mcpgate.claude.plans import (
     json_plan,
     refuse_unwritable,
     shown_path,
+    uninstall_client,
 )
 from mcpgate.codex import config as codexconfig
 from mcpgate.codex import tomledit
@@ -218,20 +219,7 @@ def report(agent, here, rooms, plans, room_states, pending, dry_run, *, why) -> 
 def uninstall(*, dry_run: bool) -> str:
     here = codexconfig.project_root(Path.cwd())
     plans = uninstall_plans(here)
-    refuse_unwritable(plans, here)
-    if not dry_run:
-        for plan in plans:
-            files.apply(plan, cwd=here)
-        folder = here / ".codex"
-        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
-            folder.rmdir()
-    changed = [plan for plan in plans if plan.changed]
-    head = (
-        f"salon uninstall --client codex{' (dry run: nothing changed)' if dry_run else ''}: {here}"
-    )
-    if not changed:
-        return f"{head}\n  nothing of agent-salon's for Codex was found here"
-    return "\n".join([head, *file_lines(changed, here, dry_run)])
+    return uninstall_client("codex", "Codex", here, plans, here / ".codex", dry_run=dry_run)
 
 
 def uninstall_plans(here: Path) -> list[Planned]:

@@ -39,6 +39,7 @@ from mcpgate.claude.plans import (
     json_plan,
     refuse_unwritable,
     shown_path,
+    uninstall_client,
 )
 from mcpgate.codex.config import project_root
 from mcpgate.gemini import config as geminiconfig
@@ -189,20 +190,7 @@ def report(agent, here, rooms, plans, room_states, pending, dry_run, *, why) -> 
 def uninstall(*, dry_run: bool) -> str:
     here = project_root(Path.cwd())
     plans = uninstall_plans(here)
-    refuse_unwritable(plans, here)
-    if not dry_run:
-        for plan in plans:
-            files.apply(plan, cwd=here)
-        folder = here / ".gemini"
-        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
-            folder.rmdir()
-    changed = [plan for plan in plans if plan.changed]
-    head = (
-        f"salon uninstall --client gemini{' (dry run: nothing changed)' if dry_run else ''}: {here}"
-    )
-    if not changed:
-        return f"{head}\n  nothing of agent-salon's for Gemini CLI was found here"
-    return "\n".join([head, *file_lines(changed, here, dry_run)])
+    return uninstall_client("gemini", "Gemini CLI", here, plans, here / ".gemini", dry_run=dry_run)
 
 
 def uninstall_plans(here: Path) -> list[Planned]:

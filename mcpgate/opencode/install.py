@@ -34,7 +34,13 @@ from mcpgate.claude import config as claudeconfig
 from mcpgate.claude import files, install
 from mcpgate.claude.commandline import shell_command
 from mcpgate.claude.files import Planned
-from mcpgate.claude.plans import exclude_plan, file_lines, json_plan, refuse_unwritable
+from mcpgate.claude.plans import (
+    exclude_plan,
+    file_lines,
+    json_plan,
+    refuse_unwritable,
+    uninstall_client,
+)
 from mcpgate.codex.config import project_root
 from mcpgate.opencode import config as opencodeconfig
 from mcpgate.opencode import plugin as opencodeplugin
@@ -127,21 +133,8 @@ def report(agent, here, rooms, plans, room_states, pending, dry_run) -> str:
 def uninstall(*, dry_run: bool) -> str:
     here = project_root(Path.cwd())
     plans = uninstall_plans(here)
-    refuse_unwritable(plans, here)
-    if not dry_run:
-        for plan in plans:
-            files.apply(plan, cwd=here)
-        folder = plugin_path(here).parent
-        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
-            folder.rmdir()
-    changed = [plan for plan in plans if plan.changed]
-    head = (
-        f"salon uninstall --client opencode{' (dry run: nothing changed)' if dry_run else ''}: "
-        f"{here}"
-    )
-    if not changed:
-        return f"{head}\n  nothing of agent-salon's for OpenCode was found here"
-    return "\n".join([head, *file_lines(changed, here, dry_run)])
+    folder = plugin_path(here).parent
+    return uninstall_client("opencode", "OpenCode", here, plans, folder, dry_run=dry_run)
 
 
 def uninstall_plans(here: Path) -> list[Planned]:

@@ -15,14 +15,11 @@ hooks' to this file.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from tests.support import stretched
+from tests.agent_cli_kit import installed_cli, run_cli, skip_without
 
 CODEX_VERSION = (Path(__file__).parent / "codex-version.txt").read_text().strip()
 DEFAULT_DIR = Path("/tmp/salon-codex-cli")
@@ -30,25 +27,14 @@ MODEL = "gpt-5.5"
 
 
 def codex_binary() -> Path | None:
-    named = os.environ.get("SALON_CODEX_BIN")
-    if named:
-        path = Path(named)
-        return path if path.is_file() and os.access(path, os.X_OK) else None
-    directory = Path(os.environ.get("SALON_CODEX_DIR") or DEFAULT_DIR)
-    path = directory / "node_modules" / ".bin" / "codex"
-    return path if path.exists() and os.access(path, os.X_OK) else None
+    path, there = installed_cli("SALON_CODEX_BIN", "SALON_CODEX_DIR", DEFAULT_DIR, "codex")
+    return path if there else None
 
 
 def codex_or_skip() -> Path:
-    path = codex_binary()
-    if path is None:
-        where = os.environ.get("SALON_CODEX_BIN") or (
-            Path(os.environ.get("SALON_CODEX_DIR") or DEFAULT_DIR) / "node_modules/.bin/codex"
-        )
-        pytest.skip(
-            f"Codex CLI not found at {where}; run tests/codex_cli/install_codex.sh or set "
-            "SALON_CODEX_BIN"
-        )
+    path, there = installed_cli("SALON_CODEX_BIN", "SALON_CODEX_DIR", DEFAULT_DIR, "codex")
+    if not there:
+        skip_without(path, "tests/codex_cli/install_codex.sh", "SALON_CODEX_BIN")
     return path
 
 
@@ -120,15 +106,7 @@ class CodexHome:
     def run(
         self, *args: str, cwd: Path, env: dict[str, str], timeout: float = 120
     ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(self.binary), *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=stretched(timeout),
-            stdin=subprocess.DEVNULL,
-        )
+        return run_cli(self.binary, args, cwd=cwd, env=env, timeout=timeout)
 
     def exec(
         self, prompt: str, *, cwd: Path, env: dict[str, str], resume: str | None = None

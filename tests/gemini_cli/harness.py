@@ -13,38 +13,25 @@ project to its `trustedFolders.json`.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from tests.support import stretched
+from tests.agent_cli_kit import installed_cli, run_cli, skip_without
 
 GEMINI_VERSION = (Path(__file__).parent / "gemini-version.txt").read_text().strip()
 DEFAULT_DIR = Path("/tmp/salon-gemini-cli")
 
 
 def gemini_binary() -> Path | None:
-    named = os.environ.get("SALON_GEMINI_BIN")
-    if named:
-        path = Path(named)
-    else:
-        path = Path(os.environ.get("SALON_GEMINI_DIR") or DEFAULT_DIR) / "node_modules/.bin/gemini"
-    return path if path.exists() and os.access(path, os.X_OK) else None
+    path, there = installed_cli("SALON_GEMINI_BIN", "SALON_GEMINI_DIR", DEFAULT_DIR, "gemini")
+    return path if there else None
 
 
 def gemini_or_skip() -> Path:
-    path = gemini_binary()
-    if path is None:
-        where = os.environ.get("SALON_GEMINI_BIN") or (
-            Path(os.environ.get("SALON_GEMINI_DIR") or DEFAULT_DIR) / "node_modules/.bin/gemini"
-        )
-        pytest.skip(
-            f"Gemini CLI not found at {where}; run tests/gemini_cli/install_gemini.sh or set "
-            "SALON_GEMINI_BIN"
-        )
+    path, there = installed_cli("SALON_GEMINI_BIN", "SALON_GEMINI_DIR", DEFAULT_DIR, "gemini")
+    if not there:
+        skip_without(path, "tests/gemini_cli/install_gemini.sh", "SALON_GEMINI_BIN")
     return path
 
 
@@ -104,15 +91,7 @@ class GeminiHome:
     def run(
         self, *args: str, cwd: Path, env: dict[str, str], timeout: float = 120
     ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(self.binary), *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=stretched(timeout),
-            stdin=subprocess.DEVNULL,
-        )
+        return run_cli(self.binary, args, cwd=cwd, env=env, timeout=timeout)
 
     def prompt(
         self, text: str, *, cwd: Path, env: dict[str, str], resume: str | None = None,

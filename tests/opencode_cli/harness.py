@@ -19,9 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from tests.support import stretched
+from tests.agent_cli_kit import installed_cli, run_cli, skip_without
 
 OPENCODE_VERSION = (Path(__file__).parent / "opencode-version.txt").read_text().strip()
 DEFAULT_DIR = Path("/tmp/salon-opencode-cli")
@@ -33,14 +31,9 @@ def install_dir() -> Path:
 
 
 def opencode_or_skip() -> Path:
-    named = os.environ.get("SALON_OPENCODE_BIN")
-    path = Path(named) if named else install_dir() / "node_modules/.bin/opencode"
-    plugin_package = install_dir() / "config/node_modules/@opencode-ai/plugin"
-    if not (path.exists() and os.access(path, os.X_OK) and plugin_package.is_dir()):
-        pytest.skip(
-            f"OpenCode not found at {path} (with its plugin package in {plugin_package}); "
-            "run tests/opencode_cli/install_opencode.sh or set SALON_OPENCODE_BIN"
-        )
+    path, there = installed_cli("SALON_OPENCODE_BIN", "SALON_OPENCODE_DIR", DEFAULT_DIR, "opencode")
+    if not (there and (install_dir() / "config/node_modules/@opencode-ai/plugin").is_dir()):
+        skip_without(path, "tests/opencode_cli/install_opencode.sh", "SALON_OPENCODE_BIN")
     return path
 
 
@@ -117,15 +110,7 @@ class OpenCodeHome:
     def run(
         self, *args: str, cwd: Path, env: dict[str, str], timeout: float = 120
     ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(self.binary), *args],
-            cwd=cwd,
-            env={**env, "PWD": str(cwd)},
-            capture_output=True,
-            text=True,
-            timeout=stretched(timeout),
-            stdin=subprocess.DEVNULL,
-        )
+        return run_cli(self.binary, args, cwd=cwd, env={**env, "PWD": str(cwd)}, timeout=timeout)
 
     def prompt(
         self, text: str, *, cwd: Path, env: dict[str, str], session: str | None = None,
