@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -147,3 +148,23 @@ def asking_during(replies: list, starts_wait, env: dict[str, str], tmp_path: Pat
 
     model.reports = []
     return model
+
+
+FOCUS = {"text": "moving the staging port"}
+CLAIM = {"paths": ["src/app.py"], "note": "port change"}
+
+
+def focused_claimed_and_listed(env: dict[str, str], seat: str, listed: str, client: str):
+    """The session's focus and claim tools acted as its own seat, and its agents tool
+    listed that seat with its client."""
+    [(focus,)] = query_store(env, "SELECT focus_text FROM bus_seat WHERE name = ?", (seat,))
+    assert focus == FOCUS["text"]
+    claims = query_store(
+        env,
+        "SELECT c.path, c.note FROM bus_fileclaim c JOIN bus_seat s ON s.id = c.seat_id "
+        "WHERE s.name = ? AND c.released_at IS NULL",
+        (seat,),
+    )
+    assert claims == [("src/app.py", CLAIM["note"])], claims
+    said = listed.replace('\\"', '"')  # a client may show the result as a JSON string
+    assert seat in said and re.search(f'"client": ?"{client}"', said), listed

@@ -20,10 +20,14 @@ import pytest
 
 from tests.agent_cli_kit import (
     API_SESSION,
+    CLAIM,
+    FOCUS,
     QUESTION,
     answered_and_woke_the_asker,
+    api,
     ask,
     asking_during,
+    focused_claimed_and_listed,
     git,
     installed_project,
     seats,
@@ -205,6 +209,35 @@ def test_the_opencode_sessions_answer_with_re_wakes_the_asking_session(
     [tool] = run.tool_parts()
     assert tool["state"]["status"] == "completed", tool
     answered_and_woke_the_asker(env, tmp_path, question)
+
+
+@pytest.mark.parametrize(
+    "stand_in",
+    [[mcp("focus", FOCUS), mcp("claim", CLAIM), mcp("agents"), Text("done")]],
+    indirect=True,
+)  # fmt: skip
+def test_the_focus_claim_and_agents_tools_act_as_the_sessions_own_seat(
+    home: OpenCodeHome, project: Path, env: dict[str, str], stand_in: StandIn
+):
+    run = home.prompt("focus, claim, list", cwd=project, env=home.env(env))
+
+    assert run.returncode == 0, run.stderr
+    [(seat, _client)] = seats(env)
+    listed = stand_in.model_requests[-1].last_output()
+    focused_claimed_and_listed(env, seat, listed, "opencode")
+
+
+def test_the_search_tool_finds_the_rooms_entries(
+    home: OpenCodeHome, project: Path, env: dict[str, str], stand_in: StandIn, tmp_path: Path
+):
+    said = api(env, tmp_path, "send", "team", "FACT", QUESTION)  # no one is addressed
+    assert said.returncode == 0, said.stderr
+    stand_in.use([mcp("search", {"query": "staging"}), Text("found")])
+
+    run = home.prompt("look it up", cwd=project, env=home.env(env))
+
+    assert run.returncode == 0, run.stderr
+    assert QUESTION in stand_in.model_requests[-1].last_output()
 
 
 def test_the_wait_tool_returns_the_question_asked_while_it_waits(
