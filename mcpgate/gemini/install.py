@@ -29,15 +29,14 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import CommandError
 
+from mcpgate import clients
 from mcpgate.claude import config as claudeconfig
 from mcpgate.claude import files, install
-from mcpgate.claude.commandline import shell_command
 from mcpgate.claude.files import Planned
 from mcpgate.claude.plans import (
     exclude_plan,
     file_lines,
     json_plan,
-    refuse_unwritable,
     shown_path,
     uninstall_client,
 )
@@ -63,27 +62,13 @@ def notes_path() -> Path:
 
 def project(agent: str, rooms: list[str], *, dry_run: bool, replace: bool) -> str:
     here = project_root(Path.cwd())
-    why = install.not_portable_because()
-    env, argv = install.command_form(not why)
-    hook_env = {**env, "AGENT_SALON_NAME": agent, "AGENT_SALON_ROOM": ",".join(rooms)}
-    server_env = {**hook_env, "AGENT_SALON_CLIENT": geminiconfig.CLIENT}
-    commands = {
-        kind: shell_command(hook_env, argv("hook", kind, "--client", geminiconfig.CLIENT))
-        for kind in geminiconfig.KINDS
-    }
-    server = geminiconfig.server_entry(argv("mcp"), server_env)
-    plans = [settings_plan(here, commands, server, replace=replace), *trust_plans(here, add=True)]
-    exclude = exclude_plan(here, EXCLUDED, add=bool(why))
-    if exclude is not None:
-        plans.append(exclude)
-    refuse_unwritable(plans, here)
-    pending, room_states = install.store_state(rooms)
-    if not dry_run:
-        install.write(plans, here, rooms, room_states, pending)
-        from bus import services
-
-        services.seats.record_root(agent=agent, root=str(here))
-    return report(agent, here, rooms, plans, room_states, pending, dry_run, why=why)
+    wired = clients.wiring(geminiconfig.CLIENT, geminiconfig.KINDS, agent, rooms)
+    server = geminiconfig.server_entry(wired.server_argv, wired.server_env)
+    plans = [settings_plan(here, wired.commands, server, replace=replace),
+             *trust_plans(here, add=True)]  # fmt: skip
+    pending, room_states = clients.finish(agent, here, rooms, plans, EXCLUDED,
+                                          exclude=bool(wired.why), dry_run=dry_run)  # fmt: skip
+    return report(agent, here, rooms, plans, room_states, pending, dry_run, why=wired.why)
 
 
 def settings_plan(here: Path, commands: dict[str, str], server: dict, *, replace) -> Planned:

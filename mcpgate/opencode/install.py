@@ -30,15 +30,14 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import CommandError
 
+from mcpgate import clients
 from mcpgate.claude import config as claudeconfig
 from mcpgate.claude import files, install
-from mcpgate.claude.commandline import shell_command
 from mcpgate.claude.files import Planned
 from mcpgate.claude.plans import (
     exclude_plan,
     file_lines,
     json_plan,
-    refuse_unwritable,
     uninstall_client,
 )
 from mcpgate.codex.config import project_root
@@ -67,28 +66,13 @@ def plugin_path(here: Path) -> Path:
 
 def project(agent: str, rooms: list[str], *, dry_run: bool, replace: bool) -> str:
     here = project_root(Path.cwd())
-    why = install.not_portable_because()
-    env, argv = install.command_form(not why)
-    hook_env = {**env, "AGENT_SALON_NAME": agent, "AGENT_SALON_ROOM": ",".join(rooms)}
-    server_env = {**hook_env, "AGENT_SALON_CLIENT": opencodeconfig.CLIENT}
-    commands = {
-        kind: shell_command(hook_env, argv("hook", kind, "--client", opencodeconfig.CLIENT))
-        for kind in KINDS
-    }
-    server = opencodeconfig.server_entry(argv("mcp"), server_env)
-    plugin = plugin_plan(here, opencodeplugin.source(commands))
-    config = config_plan(here, server, plugin.path.as_uri())
-    plans = [config, plugin]
-    exclude = exclude_plan(here, EXCLUDED, add=True)
-    if exclude is not None:
-        plans.append(exclude)
-    refuse_unwritable(plans, here)
-    pending, room_states = install.store_state(rooms)
-    if not dry_run:
-        install.write(plans, here, rooms, room_states, pending)
-        from bus import services
-
-        services.seats.record_root(agent=agent, root=str(here))
+    wired = clients.wiring(opencodeconfig.CLIENT, KINDS, agent, rooms)
+    server = opencodeconfig.server_entry(wired.server_argv, wired.server_env)
+    plugin = plugin_plan(here, opencodeplugin.source(wired.commands))
+    plans = [config_plan(here, server, plugin.path.as_uri()), plugin]
+    # opencode.json names the plugin's path in the data directory whatever `why` says.
+    pending, room_states = clients.finish(agent, here, rooms, plans, EXCLUDED, exclude=True,
+                                          dry_run=dry_run)  # fmt: skip
     return report(agent, here, rooms, plans, room_states, pending, dry_run)
 
 
